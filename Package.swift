@@ -1,0 +1,34 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Tunnelgate",
+    products: [
+        .executable(name: "tunnelgate", targets: ["tunnelgate"]),
+        .library(name: "TunnelgateSettings", targets: ["TunnelgateSettings"]),
+        .library(name: "Gateway", targets: ["Gateway"]),
+    ],
+    targets: [
+        // System libraries, found by pkg-config (Debian: libmnl-dev, libnftnl-dev).
+        .systemLibrary(name: "CMnl", pkgConfig: "libmnl",
+                       providers: [.apt(["libmnl-dev"])]),
+        .systemLibrary(name: "CNftnl", pkgConfig: "libnftnl",
+                       providers: [.apt(["libnftnl-dev"])]),
+        // The kernel macros, ioctls and glibc-only calls Swift cannot import.
+        .target(name: "CTunnelgateShims"),
+
+        // Every libc call passes through here: Errno, FileDescriptor, EINTR retry.
+        .target(name: "LinuxSystem", dependencies: ["CTunnelgateShims"]),
+        // Pure Swift: addresses, prefixes, the settings model, JSON, validation, route arithmetic.
+        .target(name: "TunnelgateSettings"),
+        // rtnetlink over libmnl: links, addresses, routes, rules; batched, every ack checked.
+        .target(name: "Netlink", dependencies: ["CMnl", "LinuxSystem", "TunnelgateSettings"]),
+        // plan -> journal -> apply -> verify -> teardown, state directory, the tunnel's lifetime.
+        .target(name: "Gateway", dependencies: ["Netlink", "LinuxSystem", "TunnelgateSettings"]),
+        .executableTarget(name: "tunnelgate", dependencies: ["Gateway", "TunnelgateSettings"]),
+
+        .testTarget(name: "TunnelgateSettingsTests", dependencies: ["TunnelgateSettings"]),
+        .testTarget(name: "NetlinkTests", dependencies: ["Netlink", "LinuxSystem"]),
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Netlink"]),
+    ]
+)

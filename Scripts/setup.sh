@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Tunnelgate builds and tests with. Idempotent:
+# packages already present are not fetched again, and apt's lists are only
+# refreshed when something is missing.
+set -euo pipefail
+
+packages=(
+  pkg-config      # finds libmnl/libnftnl for the system-library targets
+  libmnl-dev      # netlink (rtnetlink) over libmnl
+  libnftnl-dev    # nftables objects over libnftnl
+  iproute2        # ip(8): tests and the demo observe kernel state with it
+  nftables        # nft(8): tests observe the ruleset with it
+  iputils-ping    # real traffic in end-to-end tests
+  procps          # sysctl, pgrep
+  jq              # tests read configs and status --json with it
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "Error: Scripts/setup.sh installs packages and must run as root" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+command -v swift >/dev/null || { echo "Error: swift is not on PATH (expected the Swift toolchain, e.g. /opt/swift/usr/bin)" >&2; exit 1; }

@@ -1,0 +1,38 @@
+// What Swift cannot import from the kernel and glibc headers: ioctl request
+// macros, variadic calls and flock/setns wrappers with fixed signatures.
+// Every function is prefixed with the target's name.
+#ifndef CTUNNELGATE_SHIMS_H
+#define CTUNNELGATE_SHIMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/// Opens /dev/net/tun and attaches an IFF_TUN | IFF_NO_PI interface named
+/// `name` (created if absent). Returns the fd, or -1 with errno set.
+/// `actual_name` (IFNAMSIZ bytes) receives the name the kernel used.
+int CTunnelgateShims_tun_open(const char *name, char *actual_name, int nonblocking);
+
+/// IFNAMSIZ, including the terminating NUL.
+int CTunnelgateShims_ifnamsiz(void);
+
+/// Linux netlink/fib constants that are enums or macros with casts.
+uint32_t CTunnelgateShims_rt_table_main(void);
+
+/// flock(2); Swift sees `flock` as the struct of the same name.
+int CTunnelgateShims_flock(int fd, int operation);
+
+/// Blocks SIGINT, SIGTERM and SIGHUP for the calling thread (and threads it
+/// creates later) and returns a non-blocking signalfd that reports them.
+int CTunnelgateShims_termination_signalfd(void);
+
+/// Reads one pending signal from a signalfd: the signal number, 0 when none.
+int CTunnelgateShims_signalfd_read(int fd);
+
+/// Starts `path` with `argv` in a new session: stdin from /dev/null, stdout
+/// and stderr appended to `log_path` (created 0600), and `pass_fd` as
+/// descriptor 3. Returns 0 and the child's pid, or an errno value.
+int CTunnelgateShims_spawn_detached(const char *path, char *const argv[], int pass_fd,
+                                    const char *log_path, pid_t *pid);
+
+#endif

@@ -1,0 +1,87 @@
+#define _GNU_SOURCE
+#include "CTunnelgateShims.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/ioctl.h>
+#include <net/if.h>
+#include <linux/if_tun.h>
+#include <linux/rtnetlink.h>
+
+_Static_assert(IFNAMSIZ == 16, "IFNAMSIZ is 16 on Linux");
+
+int CTunnelgateShims_tun_open(const char *name, char *actual_name, int nonblocking) {
+    int flags = O_RDWR | O_CLOEXEC | (nonblocking ? O_NONBLOCK : 0);
+    int fd = open("/dev/net/tun", flags);
+    if (fd < 0) return -1;
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof(ifr));
+    ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+    if (name != NULL) strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
+    if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    if (actual_name != NULL) {
+        memcpy(actual_name, ifr.ifr_name, IFNAMSIZ);
+        actual_name[IFNAMSIZ - 1] = '\0';
+    }
+    return fd;
+}
+
+int CTunnelgateShims_ifnamsiz(void) { return IFNAMSIZ; }
+
+uint32_t CTunnelgateShims_rt_table_main(void) { return RT_TABLE_MAIN; }
+
+int CTunnelgateShims_flock(int fd, int operation) { return flock(fd, operation); }
+
+int CTunnelgateShims_termination_signalfd(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0) return -1;
+    return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+int CTunnelgateShims_signalfd_read(int fd) {
+    struct signalfd_siginfo info;
+    ssize_t n = read(fd, &info, sizeof(info));
+    if (n != (ssize_t)sizeof(info)) return 0;
+    return (int)info.ssi_signo;
+}
+
+extern char **environ;
+
+int CTunnelgateShims_spawn_detached(const char *path, char *const argv[], int pass_fd,
+                                    const char *log_path, pid_t *pid) {
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attributes;
+    int rc = posix_spawn_file_actions_init(&actions);
+    if (rc != 0) return rc;
+    rc = posix_spawnattr_init(&attributes);
+    if (rc != 0) { posix_spawn_file_actions_destroy(&actions); return rc; }
+    sigset_t none;
+    sigemptyset(&none);
+    if ((rc = posix_spawnattr_setsigmask(&attributes, &none)) != 0) goto done;
+    if ((rc = posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK)) != 0) goto done;
+    if ((rc = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)) != 0) goto done;
+    if ((rc = posix_spawn_file_actions_addopen(&actions, 1, log_path, O_WRONLY | O_CREAT | O_APPEND, 0600)) != 0) goto done;
+    if ((rc = posix_spawn_file_actions_adddup2(&actions, 1, 2)) != 0) goto done;
+    if ((rc = posix_spawn_file_actions_adddup2(&actions, pass_fd, 3)) != 0) goto done;
+    rc = posix_spawn(pid, path, &actions, &attributes, argv, environ);
+done:
+    posix_spawnattr_destroy(&attributes);
+    posix_spawn_file_actions_destroy(&actions);
+    return rc;
+}

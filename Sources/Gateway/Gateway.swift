@@ -1,0 +1,352 @@
+import Glibc
+import LinuxSystem
+import Netlink
+import TunnelgateSettings
+
+/// The engine: plan → journal → apply → verify, and teardown, for the
+/// network namespace the process is in. The JSON command line and the
+/// NetworkExtension face both drive this.
+public final class Gateway {
+    public let state: StateDirectory
+    public let netlink: NetlinkSocket
+    /// Where progress lines go (stderr for the command; nil to stay quiet).
+    public var log: ((String) -> Void)?
+
+    /// An engine for the calling thread's network namespace. `readOnly`
+    /// engines (plan, status) do not create the state directory.
+    public init(readOnly: Bool = false) throws(GatewayError) {
+        do {
+            state = try StateDirectory(create: !readOnly)
+            netlink = try NetlinkSocket()
+        } catch {
+            throw .system(error)
+        }
+    }
+
+    // MARK: - Plan
+
+    /// Resolves the carriers and picks a slot. Reads the kernel, changes nothing.
+    public func plan(_ settings: TunnelSettings, resolver: some HostResolver) throws(GatewayError) -> TunnelPlan {
+        let carriers: [IPAddress]
+        do { carriers = try settings.resolveCarrierEndpoints(using: resolver) } catch { throw .configuration(error) }
+        let slot = try freeSlot(for: settings.name)
+        return TunnelPlan(settings: settings, slot: slot, carrierAddresses: carriers)
+    }
+
+    /// The slot the name already holds (residue of a crash), or the lowest
+    /// slot no rule, route or journal of this namespace uses.
+    func freeSlot(for name: String) throws(GatewayError) -> TunnelSlot {
+        var taken = Set<Int>()
+        for other in state.tunnelNames() where other != name {
+            if let j = try? Journal.read(path: state.journalPath(other)) { taken.insert(j.slot.index) }
+            if let r = TunnelRecord.read(from: state.statePath(other)) { taken.insert(r.slot) }
+        }
+        if let own = try? Journal.read(path: state.journalPath(name)), !taken.contains(own.slot.index) {
+            return own.slot
+        }
+        do throws(NetlinkError) {
+            for family in IPFamily.allCases {
+                for rule in try netlink.rules(family: family) {
+                    if let s = TunnelSlot(table: rule.spec.table) { taken.insert(s.index) }
+                    let p = rule.spec.priority
+                    if p >= TunnelSlot.priorityBase, p < TunnelSlot.priorityBase + 10 * UInt32(TunnelSlot.count) {
+                        taken.insert(Int((p - TunnelSlot.priorityBase) / 10))
+                    }
+                }
+            }
+            for index in 0..<TunnelSlot.count where !taken.contains(index) {
+                let slot = TunnelSlot(index: index)
+                // A table someone else fills is not free either.
+                if try netlink.routes(family: .ipv4, table: slot.table).isEmpty,
+                   try netlink.routes(family: .ipv6, table: slot.table).isEmpty {
+                    return slot
+                }
+            }
+        } catch {
+            throw .netlink(error)
+        }
+        throw .noFreeSlot
+    }
+
+    // MARK: - Up
+
+    /// Applies a tunnel and returns it running: the TUN held open, the name
+    /// lock held, the journal committed. Residue of an earlier crash of the
+    /// same name is removed first. On any failure everything applied is
+    /// rolled back before the error is thrown.
+    public func up(_ settings: TunnelSettings, resolver: some HostResolver, configPath: String?) throws(GatewayError) -> ActiveTunnel {
+        let name = settings.name
+        guard let lock = try system({ () throws(SystemCallError) in try FileLock.tryAcquire(state.lockPath(name)) }) else {
+            throw GatewayError.alreadyRunning(name: name, pid: TunnelRecord.read(from: state.statePath(name))?.pid)
+        }
+        do throws(GatewayError) {
+            try removeResidue(name)
+            // Slot choice and creation are serialised across this namespace.
+            guard let allocation = try system({ () throws(SystemCallError) in try FileLock.acquire(state.allocationLockPath, timeout: 10) }) else {
+                throw GatewayError.system(SystemCallError("flock(\(state.allocationLockPath))", .busy))
+            }
+            defer { allocation.release() }
+            let plan = try self.plan(settings, resolver: resolver)
+            if try netlinkCall({ () throws(NetlinkError) in try netlink.link(named: name) }) != nil { throw GatewayError.interfaceExists(name) }
+            return try apply(plan, lock: lock, configPath: configPath)
+        } catch {
+            lock.release()
+            throw error
+        }
+    }
+
+    private func apply(_ plan: TunnelPlan, lock: FileLock, configPath: String?) throws(GatewayError) -> ActiveTunnel {
+        let name = plan.interfaceName
+        var record = TunnelRecord(name: name, pid: ProcessControl.id, status: .connecting, slot: plan.slot.index,
+                                  configPath: configPath, since: ProcessControl.monotonicSeconds())
+        let journal: Journal
+        let tun: TunDevice
+        do {
+            try record.write(to: state.statePath(name))
+            journal = try Journal(path: state.journalPath(name), name: name, slot: plan.slot)
+            try journal.record(link: name)
+            tun = try TunDevice(name: name)
+        } catch {
+            _ = try? teardown(name: name, tun: nil)
+            throw .system(error)
+        }
+        let ops = plan.operations(interfaceIndex: tun.index)
+        do {
+            try journal.record(routes: plan.routes(interfaceIndex: tun.index), rules: plan.rules)
+        } catch {
+            _ = try? teardown(name: name, tun: tun)
+            throw .system(error)
+        }
+        log?("applying \(ops.count) changes to \(name) (table \(plan.slot.table))")
+        do {
+            try netlink.execute(ops)
+        } catch {
+            let rolledBack = (try? teardown(name: name, tun: tun)) != nil
+            throw .apply(error, rolledBack: rolledBack)
+        }
+        let problems = verify(plan, interfaceIndex: tun.index)
+        if !problems.isEmpty {
+            let rolledBack = (try? teardown(name: name, tun: tun)) != nil
+            throw .verification(problems, rolledBack: rolledBack)
+        }
+        do {
+            try journal.recordCommitted()
+            record.status = .connected
+            try record.write(to: state.statePath(name))
+        } catch {
+            _ = try? teardown(name: name, tun: tun)
+            throw .system(error)
+        }
+        return ActiveTunnel(plan: plan, tun: tun, lock: lock, record: record, gateway: self)
+    }
+
+    // MARK: - Verify
+
+    /// Reads the kernel back and lists every difference from the plan.
+    public func verify(_ plan: TunnelPlan, interfaceIndex: Int32) -> [String] {
+        var problems: [String] = []
+        do {
+            guard let link = try netlink.links().first(where: { $0.index == interfaceIndex }) else {
+                return ["link \(plan.interfaceName) is missing"]
+            }
+            if link.name != plan.interfaceName { problems.append("link \(interfaceIndex) is named \(link.name), not \(plan.interfaceName)") }
+            if link.mtu != UInt32(plan.mtu) { problems.append("link \(link.name) has mtu \(link.mtu), not \(plan.mtu)") }
+            if !link.isUp { problems.append("link \(link.name) is down") }
+            if link.kind != "tun" { problems.append("link \(link.name) is of kind \(link.kind ?? "none"), not tun") }
+
+            let addresses = Set(try netlink.addresses(interfaceIndex: interfaceIndex).map(\.prefix))
+            for a in plan.addresses where !addresses.contains(a) {
+                problems.append("address \(a) is missing on \(plan.interfaceName)")
+            }
+
+            struct Key: Hashable { var destination: IPPrefix; var type: RouteType; var oif: Int32?; var gateway: IPAddress? }
+            func key(_ r: RouteSpec) -> Key {
+                Key(destination: r.destination, type: r.type, oif: r.type == .throw ? nil : r.outputInterface, gateway: r.gateway)
+            }
+            let wanted = plan.routes(interfaceIndex: interfaceIndex)
+            var present = Set<Key>()
+            for family in IPFamily.allCases {
+                for r in try netlink.routes(family: family, table: plan.slot.table) where r.protocolID == tunnelgateRouteProtocol {
+                    present.insert(key(r))
+                }
+            }
+            let wantedKeys = Set(wanted.map(key))
+            for r in wanted where !present.contains(key(r)) { problems.append("route \(r) is missing") }
+            let extra = present.subtracting(wantedKeys)
+            if !extra.isEmpty { problems.append("table \(plan.slot.table) has \(extra.count) routes the plan does not have") }
+
+            for rule in plan.rules {
+                let rules = try netlink.rules(family: rule.family)
+                if !rules.contains(where: { Self.sameRule($0.spec, rule) }) { problems.append("rule \(rule) is missing") }
+            }
+        } catch {
+            problems.append("reading back: \(error)")
+        }
+        return problems
+    }
+
+    static func sameRule(_ a: RuleSpec, _ b: RuleSpec) -> Bool {
+        a.family == b.family && a.priority == b.priority && a.table == b.table
+            && (a.fwmark ?? 0) == (b.fwmark ?? 0) && a.invert == b.invert
+    }
+
+    // MARK: - Teardown
+
+    /// Removes everything the journal of `name` records, and any route or
+    /// rule of its table that carries Tunnelgate's marker, then checks the
+    /// kernel holds none of it. `tun`, when given, is closed after its
+    /// interface is deleted. Returns false when there was nothing to remove.
+    @discardableResult
+    public func teardown(name: String, tun: TunDevice?) throws(GatewayError) -> Bool {
+        let journal: JournalContents?
+        do { journal = try Journal.read(path: state.journalPath(name)) } catch { throw .system(error) }
+        guard let journal else {
+            FileSystem.remove(state.statePath(name))
+            return false
+        }
+        if var record = TunnelRecord.read(from: state.statePath(name)), record.pid == ProcessControl.id {
+            record.status = .disconnecting
+            try? record.write(to: state.statePath(name))
+        }
+        let slot = journal.slot
+        let tolerated: Set<Errno> = [.noSuchEntry, .noSuchProcess, .noSuchDevice, .addressNotAvailable]
+        var failures: [String] = []
+        do throws(NetlinkError) {
+            // Rules first, so nothing is steered into a table being emptied.
+            var rules = journal.rules
+            for family in IPFamily.allCases {
+                for r in try netlink.rules(family: family)
+                where r.spec.table == slot.table && r.spec.protocolID == tunnelgateRouteProtocol
+                    && !rules.contains(where: { Self.sameRule($0, r.spec) }) {
+                    rules.append(r.spec)
+                }
+            }
+            // Deleting a rule matches on every attribute given: give what the dump said.
+            let currentRules = try netlink.rules(family: .ipv4) + netlink.rules(family: .ipv6)
+            let deletions = rules.compactMap { wanted in currentRules.first { Self.sameRule($0.spec, wanted) }?.spec }
+            do throws(NetlinkBatchError) { try netlink.execute(deletions.map { .deleteRule($0) }, tolerating: tolerated) }
+            catch { failures += error.failures.map(\.error.description) }
+
+            // The TUN: deleting it takes its addresses and `dev` routes with it.
+            for linkName in journal.links {
+                if let link = try netlink.link(named: linkName), link.kind == "tun" {
+                    do throws(NetlinkBatchError) { try netlink.execute([.deleteLink(index: link.index, name: link.name)], tolerating: tolerated) }
+                    catch { failures += error.failures.map(\.error.description) }
+                }
+            }
+            tun?.descriptor.close()
+
+            // Whatever of table T remains (throw routes) and carries the marker.
+            var routes: [RouteSpec] = []
+            for family in IPFamily.allCases {
+                routes += try netlink.routes(family: family, table: slot.table).filter { $0.protocolID == tunnelgateRouteProtocol }
+            }
+            do throws(NetlinkBatchError) { try netlink.execute(routes.map { .deleteRoute($0) }, tolerating: tolerated) }
+            catch { failures += error.failures.map(\.error.description) }
+
+            // Read back: nothing of ours may remain.
+            for family in IPFamily.allCases {
+                let left = try netlink.routes(family: family, table: slot.table).filter { $0.protocolID == tunnelgateRouteProtocol }
+                if !left.isEmpty { failures.append("\(left.count) \(family) routes remain in table \(slot.table)") }
+                let leftRules = try netlink.rules(family: family).filter { $0.spec.table == slot.table && $0.spec.protocolID == tunnelgateRouteProtocol }
+                if !leftRules.isEmpty { failures.append("\(leftRules.count) \(family) rules for table \(slot.table) remain") }
+            }
+            for linkName in journal.links where try netlink.link(named: linkName)?.kind == "tun" {
+                failures.append("link \(linkName) remains")
+            }
+        } catch {
+            throw .netlink(error)
+        }
+        guard failures.isEmpty else { throw .residue(name: name, failures) }
+        FileSystem.remove(state.journalPath(name))
+        FileSystem.remove(state.statePath(name))
+        return true
+    }
+
+    /// Removes what a dead owner of `name` left behind. The caller holds the name lock.
+    func removeResidue(_ name: String) throws(GatewayError) {
+        guard FileSystem.exists(state.journalPath(name)) else { return }
+        log?("removing what an earlier run of \(name) left behind")
+        try teardown(name: name, tun: nil)
+    }
+
+    // MARK: - Down
+
+    /// Stops the tunnel `name`: asks its owner to stop (SIGTERM) and waits for
+    /// it; if the owner is dead or does not stop within `timeout`, removes
+    /// the tunnel from the journal itself. Returns when nothing is left.
+    public func down(_ name: String, timeout: Double = 10) throws(GatewayError) {
+        let lockPath = state.lockPath(name)
+        let statePath = state.statePath(name)
+        let journalPath = state.journalPath(name)
+        do {
+            if let lock = try system({ () throws(SystemCallError) in try FileLock.tryAcquire(lockPath) }) {
+                defer { lock.release() }
+                guard FileSystem.exists(journalPath) || FileSystem.exists(statePath) else { throw GatewayError.notFound(name) }
+                try removeResidue(name)
+                FileSystem.remove(statePath)
+                return
+            }
+            guard let record = TunnelRecord.read(from: statePath) else {
+                // An owner is starting and has not written its record yet.
+                guard let lock = try system({ () throws(SystemCallError) in try FileLock.acquire(lockPath, timeout: timeout) }) else { throw GatewayError.notFound(name) }
+                lock.release()
+                return try down(name, timeout: timeout)
+            }
+            try? ProcessControl.signal(record.pid, SIGTERM)
+            if let lock = try system({ () throws(SystemCallError) in try FileLock.acquire(lockPath, timeout: timeout) }) {
+                defer { lock.release() }
+                try removeResidue(name)
+                return
+            }
+            try? ProcessControl.signal(record.pid, SIGKILL)
+            guard let lock = try system({ () throws(SystemCallError) in try FileLock.acquire(lockPath, timeout: 2) }) else {
+                throw GatewayError.stopTimeout(name: name, pid: record.pid)
+            }
+            defer { lock.release() }
+            try removeResidue(name)
+        }
+    }
+}
+
+/// Runs a system call wrapper, reporting its failure as a GatewayError.
+func system<T>(_ body: () throws(SystemCallError) -> T) throws(GatewayError) -> T {
+    do { return try body() } catch { throw .system(error) }
+}
+
+/// Runs a netlink request, reporting its failure as a GatewayError.
+func netlinkCall<T>(_ body: () throws(NetlinkError) -> T) throws(GatewayError) -> T {
+    do { return try body() } catch { throw .netlink(error) }
+}
+
+/// A tunnel that is up: it owns the TUN descriptor and the name lock.
+public final class ActiveTunnel {
+    public let plan: TunnelPlan
+    public let tun: TunDevice
+    public private(set) var record: TunnelRecord
+    private let lock: FileLock
+    private unowned let gateway: Gateway
+    private var stopped = false
+
+    init(plan: TunnelPlan, tun: TunDevice, lock: FileLock, record: TunnelRecord, gateway: Gateway) {
+        self.plan = plan
+        self.tun = tun
+        self.lock = lock
+        self.record = record
+        self.gateway = gateway
+    }
+
+    /// Removes everything and releases the name. Safe to call once; later calls do nothing.
+    public func stop() throws(GatewayError) {
+        guard !stopped else { return }
+        stopped = true
+        defer { lock.release() }
+        try gateway.teardown(name: plan.interfaceName, tun: tun)
+    }
+
+    /// Publishes counters in the state file for `status`.
+    public func publish(counters: PacketCounters) {
+        record.counters = counters
+        try? record.write(to: gateway.state.statePath(plan.interfaceName))
+    }
+}

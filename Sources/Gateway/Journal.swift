@@ -1,0 +1,101 @@
+import Glibc
+import LinuxSystem
+import Netlink
+import TunnelgateSettings
+
+/// An append-only record of every kernel object a tunnel creates, written
+/// (and synced) before the objects are created, so that whatever happens to
+/// the process, the next `up` or `down` of that name can remove exactly
+/// what was made and nothing else.
+///
+/// One record per line, fields separated by spaces:
+///   tunnelgate-journal 1
+///   tunnel NAME slot S
+///   link NAME                      a TUN interface
+///   route TABLE unicast|throw PREFIX [via GATEWAY]
+///   rule 4|6 PRIORITY TABLE FWMARK INVERT
+///   committed                      applied and verified
+public struct JournalContents: Sendable, Equatable {
+    public var name: String
+    public var slot: TunnelSlot
+    public var links: [String] = []
+    public var routes: [RouteSpec] = []
+    public var rules: [RuleSpec] = []
+    public var committed = false
+}
+
+public final class Journal {
+    public let path: String
+    private let descriptor: FileDescriptor
+
+    /// Starts a new journal (replacing none: the caller removed any residue first).
+    public init(path: String, name: String, slot: TunnelSlot) throws(SystemCallError) {
+        self.path = path
+        descriptor = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, mode: 0o600)
+        try append(["tunnelgate-journal 1", "tunnel \(name) slot \(slot.index)"])
+    }
+
+    deinit { descriptor.close() }
+
+    /// Appends records and syncs them before returning.
+    public func append(_ lines: [String]) throws(SystemCallError) {
+        var text = ""
+        for line in lines { text += line; text += "\n" }
+        try descriptor.writeAll(Array(text.utf8))
+        try descriptor.sync()
+    }
+
+    public func record(link name: String) throws(SystemCallError) {
+        try append(["link \(name)"])
+    }
+
+    public func record(routes: [RouteSpec], rules: [RuleSpec]) throws(SystemCallError) {
+        var lines: [String] = []
+        lines.reserveCapacity(routes.count + rules.count)
+        for r in routes {
+            var line = "route \(r.table) \(r.type == .throw ? "throw" : "unicast") \(r.destination)"
+            if let g = r.gateway { line += " via \(g)" }
+            lines.append(line)
+        }
+        for r in rules {
+            lines.append("rule \(r.family == .ipv4 ? 4 : 6) \(r.priority) \(r.table) \(r.fwmark ?? 0) \(r.invert ? 1 : 0)")
+        }
+        try append(lines)
+    }
+
+    public func recordCommitted() throws(SystemCallError) {
+        try append(["committed"])
+    }
+
+    /// Reads a journal; nil when there is none. A torn last line (the
+    /// process died mid-write) is ignored.
+    public static func read(path: String) throws(SystemCallError) -> JournalContents? {
+        guard let bytes = try FileSystem.read(path) else { return nil }
+        var contents: JournalContents?
+        for line in bytes.split(separator: UInt8(ascii: "\n")) {
+            let f = line.split(separator: UInt8(ascii: " ")).map { String(decoding: $0, as: UTF8.self) }
+            guard let kind = f.first else { continue }
+            switch kind {
+            case "tunnel" where f.count == 4:
+                guard let s = Int(f[3]), (0..<TunnelSlot.count).contains(s) else { continue }
+                contents = JournalContents(name: f[1], slot: TunnelSlot(index: s))
+            case "link" where f.count == 2:
+                contents?.links.append(f[1])
+            case "route" where f.count == 4 || f.count == 6:
+                guard let table = UInt32(f[1]), let prefix = IPPrefix(f[3]) else { continue }
+                let gateway = f.count == 6 ? IPAddress(f[5]) : nil
+                contents?.routes.append(RouteSpec(destination: prefix, type: f[2] == "throw" ? .throw : .unicast,
+                                                  table: table, gateway: gateway))
+            case "rule" where f.count == 6:
+                guard let priority = UInt32(f[2]), let table = UInt32(f[3]), let mark = UInt32(f[4]) else { continue }
+                contents?.rules.append(RuleSpec(family: f[1] == "6" ? .ipv6 : .ipv4, priority: priority, table: table,
+                                                fwmark: mark, fwmask: 0xffff_ffff, invert: f[5] == "1"))
+            case "committed":
+                contents?.committed = true
+            default:
+                continue
+            }
+        }
+        return contents
+    }
+}

@@ -1,0 +1,46 @@
+import FoundationEssentials
+import LinuxSystem
+
+/// NEVPNStatus, as Tunnelgate reports it.
+public enum TunnelStatus: String, Codable, Sendable {
+    case disconnected, connecting, connected, reasserting, disconnecting
+}
+
+/// Packet counters of the tunnel's packet flow.
+public struct PacketCounters: Codable, Sendable, Equatable {
+    /// Packets and bytes read from the TUN (sent by the host into the tunnel).
+    public var packetsFromHost: UInt64 = 0
+    public var bytesFromHost: UInt64 = 0
+    /// Packets and bytes written to the TUN (delivered to the host).
+    public var packetsToHost: UInt64 = 0
+    public var bytesToHost: UInt64 = 0
+    /// Drops by reason.
+    public var droppedNoRuntime: UInt64 = 0
+    public var droppedNotIP: UInt64 = 0
+    public var droppedOverMTU: UInt64 = 0
+
+    public init() {}
+}
+
+/// What the owner of a tunnel publishes in NAME.state for `status` and `down`.
+public struct TunnelRecord: Codable, Sendable, Equatable {
+    public var name: String
+    public var pid: Int32
+    public var status: TunnelStatus
+    public var slot: Int
+    public var configPath: String?
+    public var since: Double
+    public var counters: PacketCounters?
+
+    public func write(to path: String) throws(SystemCallError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let data = (try? encoder.encode(self)) ?? Data()
+        try FileSystem.writeAtomically(path, Array(data))
+    }
+
+    public static func read(from path: String) -> TunnelRecord? {
+        guard let bytes = try? FileSystem.read(path) else { return nil }
+        return try? JSONDecoder().decode(TunnelRecord.self, from: Data(bytes))
+    }
+}

@@ -1,0 +1,101 @@
+import LinuxSystem
+import Netlink
+import TunnelgateSettings
+
+/// What `tunnelgate status` shows of one tunnel: the owner's record and
+/// what the kernel holds now (read back, not remembered).
+public struct TunnelReport: Codable, Sendable {
+    public struct RouteCounts: Codable, Sendable {
+        public var included = 0
+        public var excluded = 0
+    }
+    public struct KernelCounters: Codable, Sendable {
+        public var txPackets: UInt64
+        public var rxPackets: UInt64
+        public var txBytes: UInt64
+        public var rxBytes: UInt64
+    }
+
+    public var name: String
+    public var status: TunnelStatus
+    public var pid: Int32?
+    public var interface: String?
+    public var interfaceIndex: Int32?
+    public var mtu: UInt32?
+    public var addresses: [String] = []
+    public var table: UInt32?
+    public var rulePriority: UInt32?
+    public var ipv4Routes = RouteCounts()
+    public var ipv6Routes = RouteCounts()
+    public var rules = 0
+    /// The runtime's view of the packet flow.
+    public var counters: PacketCounters?
+    /// The kernel's counters for the TUN interface (tx: host → tunnel).
+    public var interfaceCounters: KernelCounters?
+    /// Set when the owner died and left kernel state that `down` will remove.
+    public var residue: Bool = false
+}
+
+extension Gateway {
+    /// Reports every tunnel of this namespace, or only `name`.
+    public func reports(name: String? = nil) throws(GatewayError) -> [TunnelReport] {
+        let names = name.map { [$0] } ?? state.tunnelNames()
+        var out: [TunnelReport] = []
+        for n in names {
+            out.append(try report(n))
+        }
+        return out
+    }
+
+    public func report(_ name: String) throws(GatewayError) -> TunnelReport {
+        var report = TunnelReport(name: name, status: .disconnected)
+        let held = try system { () throws(SystemCallError) in try FileLock.isHeld(state.lockPath(name)) }
+        let record = TunnelRecord.read(from: state.statePath(name))
+        let journal = try? Journal.read(path: state.journalPath(name))
+        if held {
+            report.status = record?.status ?? .connecting
+            report.pid = record?.pid
+            report.counters = record?.counters
+        } else if journal != nil {
+            report.residue = true
+        } else {
+            return report
+        }
+        guard let slot = journal?.slot ?? record.map({ TunnelSlot(index: $0.slot) }) else { return report }
+        report.table = slot.table
+        report.rulePriority = slot.lookupPriority
+        do throws(NetlinkError) {
+            if held, let link = try netlink.link(named: name), link.kind == "tun" {
+                report.interface = link.name
+                report.interfaceIndex = link.index
+                report.mtu = link.mtu
+                report.addresses = try netlink.addresses(interfaceIndex: link.index)
+                    .filter { !($0.prefix.family == .ipv6 && $0.prefix.address.isLinkLocalV6) }
+                    .map(\.prefix.description)
+                if let s = link.statistics {
+                    report.interfaceCounters = .init(txPackets: s.txPackets, rxPackets: s.rxPackets,
+                                                     txBytes: s.txBytes, rxBytes: s.rxBytes)
+                }
+            }
+            for family in IPFamily.allCases {
+                var counts = TunnelReport.RouteCounts()
+                for r in try netlink.routes(family: family, table: slot.table) where r.protocolID == tunnelgateRouteProtocol {
+                    if r.type == .throw { counts.excluded += 1 } else { counts.included += 1 }
+                }
+                if family == .ipv4 { report.ipv4Routes = counts } else { report.ipv6Routes = counts }
+                report.rules += try netlink.rules(family: family)
+                    .filter { $0.spec.table == slot.table && $0.spec.protocolID == tunnelgateRouteProtocol }.count
+            }
+        } catch {
+            throw .netlink(error)
+        }
+        return report
+    }
+}
+
+extension IPAddress {
+    var isLinkLocalV6: Bool {
+        if case .v6(let a) = self { return a.isLinkLocal }
+        return false
+    }
+}

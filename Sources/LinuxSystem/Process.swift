@@ -1,0 +1,105 @@
+import Glibc
+
+/// Small process-level facts and actions, each one libc call.
+public enum ProcessControl {
+    public static var id: Int32 { getpid() }
+
+    /// True when a process with this pid exists (it may belong to another user).
+    public static func exists(_ pid: Int32) -> Bool {
+        kill(pid, 0) == 0 || errno == EPERM
+    }
+
+    public static func signal(_ pid: Int32, _ signal: Int32) throws(SystemCallError) {
+        _ = try syscall("kill(\(pid), \(signal))") { kill(pid, signal) }
+    }
+
+    /// The inode of the calling thread's network namespace: it names the
+    /// namespace for as long as the namespace exists.
+    public static func networkNamespaceIdentity() throws(SystemCallError) -> UInt64 {
+        var st = stat()
+        _ = try syscall("stat(/proc/self/ns/net)") { stat("/proc/thread-self/ns/net", &st) }
+        return UInt64(st.st_ino)
+    }
+
+    /// The monotonic clock in seconds.
+    public static func monotonicSeconds() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    /// Sleeps for `seconds` (used by pollers with short intervals).
+    public static func sleep(seconds: Double) {
+        var ts = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
+        var remaining = timespec()
+        while nanosleep(&ts, &remaining) == -1 && errno == EINTR { ts = remaining }
+    }
+}
+
+/// File system calls used by the state directory.
+public enum FileSystem {
+    public static func makeDirectory(_ path: String, mode: mode_t) throws(SystemCallError) {
+        if mkdir(path, mode) == -1 && errno != EEXIST { throw SystemCallError("mkdir(\(path))", .current) }
+    }
+
+    public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+    public static func remove(_ path: String) {
+        _ = unlink(path)
+    }
+
+    public static func rename(_ from: String, _ to: String) throws(SystemCallError) {
+        _ = try syscall("rename(\(from), \(to))") { Glibc.rename(from, to) }
+    }
+
+    /// The whole file, or nil when it does not exist.
+    public static func read(_ path: String) throws(SystemCallError) -> [UInt8]? {
+        let fd: FileDescriptor
+        do throws(SystemCallError) {
+            fd = try FileDescriptor.open(path, O_RDONLY)
+        } catch where error.errno == .noSuchEntry {
+            return nil
+        }
+        defer { fd.close() }
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { b in
+                Result { () throws(SystemCallError) in try fd.read(into: b) ?? 0 }
+            }
+            let count = try n.get()
+            if count == 0 { break }
+            out.append(contentsOf: chunk[0..<count])
+        }
+        return out
+    }
+
+    /// Replaces a file atomically (write to a temporary name, fsync, rename).
+    public static func writeAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o600) throws(SystemCallError) {
+        let temporary = path + ".tmp"
+        let fd = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC, mode: mode)
+        do throws(SystemCallError) {
+            try fd.writeAll(bytes)
+            try fd.sync()
+        } catch {
+            fd.close()
+            throw error
+        }
+        fd.close()
+        try rename(temporary, path)
+    }
+
+    /// Names in a directory (not . and ..), or [] when it does not exist.
+    public static func list(_ path: String) -> [String] {
+        guard let dir = opendir(path) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+}

@@ -1,0 +1,115 @@
+import CMnl
+import Glibc
+import TunnelgateSettings
+
+extension IPFamily {
+    /// AF_INET / AF_INET6.
+    var addressFamily: UInt8 { self == .ipv4 ? UInt8(AF_INET) : UInt8(AF_INET6) }
+
+    init?(addressFamily: UInt8) {
+        switch Int32(addressFamily) {
+        case AF_INET: self = .ipv4
+        case AF_INET6: self = .ipv6
+        default: return nil
+        }
+    }
+}
+
+private func putAddress(_ nlh: UnsafeMutablePointer<nlmsghdr>, _ type: UInt16, _ address: IPAddress) {
+    address.bytes.withUnsafeBytes { mnl_attr_put(nlh, type, $0.count, $0.baseAddress) }
+}
+
+private func put<Header>(_ nlh: UnsafeMutablePointer<nlmsghdr>, _ header: Header) {
+    let extra = mnl_nlmsg_put_extra_header(nlh, MemoryLayout<Header>.size)!
+    extra.storeBytes(of: header, as: Header.self)
+}
+
+extension NetlinkSocket {
+    /// Writes one request (header, fixed part, attributes) at `nlh`.
+    func encode(_ operation: NetlinkOperation, into nlh: UnsafeMutablePointer<nlmsghdr>, sequence: UInt32) {
+        nlh.pointee.nlmsg_seq = sequence
+        var flags = Int32(NLM_F_REQUEST | NLM_F_ACK)
+        switch operation {
+        case .setLink(let index, _, let mtu, let up):
+            nlh.pointee.nlmsg_type = UInt16(RTM_NEWLINK)
+            var ifi = ifinfomsg()
+            ifi.ifi_family = UInt8(AF_UNSPEC)
+            ifi.ifi_index = index
+            if let up {
+                ifi.ifi_change = u32(IFF_UP)
+                ifi.ifi_flags = up ? u32(IFF_UP) : 0
+            }
+            put(nlh, ifi)
+            if let mtu { mnl_attr_put_u32(nlh, u16(IFLA_MTU), mtu) }
+
+        case .deleteLink(let index, _):
+            nlh.pointee.nlmsg_type = UInt16(RTM_DELLINK)
+            var ifi = ifinfomsg()
+            ifi.ifi_family = UInt8(AF_UNSPEC)
+            ifi.ifi_index = index
+            put(nlh, ifi)
+
+        case .addAddress(let a), .deleteAddress(let a):
+            let add: Bool
+            if case .addAddress = operation { add = true } else { add = false }
+            nlh.pointee.nlmsg_type = UInt16(add ? RTM_NEWADDR : RTM_DELADDR)
+            if add { flags |= Int32(NLM_F_CREATE | NLM_F_EXCL) }
+            var ifa = ifaddrmsg()
+            ifa.ifa_family = a.prefix.family.addressFamily
+            ifa.ifa_prefixlen = UInt8(a.prefix.length)
+            ifa.ifa_index = UInt32(a.interfaceIndex)
+            ifa.ifa_scope = u8(RT_SCOPE_UNIVERSE)
+            put(nlh, ifa)
+            putAddress(nlh, u16(IFA_LOCAL), a.prefix.address)
+            putAddress(nlh, u16(IFA_ADDRESS), a.prefix.address)
+            if add, a.prefix.family == .ipv6 {
+                // No duplicate address detection on a point-to-point TUN: usable at once.
+                mnl_attr_put_u32(nlh, u16(IFA_FLAGS), UInt32(IFA_F_NODAD))
+            }
+
+        case .addRoute(let r), .deleteRoute(let r):
+            let add: Bool
+            if case .addRoute = operation { add = true } else { add = false }
+            nlh.pointee.nlmsg_type = UInt16(add ? RTM_NEWROUTE : RTM_DELROUTE)
+            if add { flags |= Int32(NLM_F_CREATE | NLM_F_EXCL) }
+            var rtm = rtmsg()
+            rtm.rtm_family = r.family.addressFamily
+            rtm.rtm_dst_len = UInt8(r.destination.length)
+            rtm.rtm_table = r.table < 256 ? UInt8(r.table) : u8(RT_TABLE_UNSPEC)
+            rtm.rtm_protocol = r.protocolID
+            rtm.rtm_type = r.type.rawValue
+            rtm.rtm_scope = r.type == .unicast && r.gateway == nil ? u8(RT_SCOPE_LINK) : u8(RT_SCOPE_UNIVERSE)
+            if r.gateway != nil { rtm.rtm_flags = UInt32(RTNH_F_ONLINK) }
+            put(nlh, rtm)
+            mnl_attr_put_u32(nlh, u16(RTA_TABLE), r.table)
+            if r.destination.length > 0 || r.family == .ipv6 {
+                putAddress(nlh, u16(RTA_DST), r.destination.address)
+            }
+            if r.type == .unicast, let oif = r.outputInterface {
+                mnl_attr_put_u32(nlh, u16(RTA_OIF), UInt32(bitPattern: oif))
+            }
+            if r.type == .unicast, let gateway = r.gateway {
+                putAddress(nlh, u16(RTA_GATEWAY), gateway)
+            }
+
+        case .addRule(let r), .deleteRule(let r):
+            let add: Bool
+            if case .addRule = operation { add = true } else { add = false }
+            nlh.pointee.nlmsg_type = UInt16(add ? RTM_NEWRULE : RTM_DELRULE)
+            if add { flags |= Int32(NLM_F_CREATE | NLM_F_EXCL) }
+            var frh = fib_rule_hdr()
+            frh.family = r.family.addressFamily
+            frh.table = r.table < 256 ? UInt8(r.table) : 0
+            frh.action = u8(FR_ACT_TO_TBL)
+            if r.invert { frh.flags = UInt32(FIB_RULE_INVERT) }
+            put(nlh, frh)
+            mnl_attr_put_u32(nlh, u16(FRA_PRIORITY), r.priority)
+            mnl_attr_put_u32(nlh, u16(FRA_TABLE), r.table)
+            if let mark = r.fwmark { mnl_attr_put_u32(nlh, u16(FRA_FWMARK), mark) }
+            if let mask = r.fwmask { mnl_attr_put_u32(nlh, u16(FRA_FWMASK), mask) }
+            if let n = r.suppressPrefixLength { mnl_attr_put_u32(nlh, u16(FRA_SUPPRESS_PREFIXLEN), n) }
+            mnl_attr_put_u8(nlh, u16(FRA_PROTOCOL), r.protocolID)
+        }
+        nlh.pointee.nlmsg_flags = UInt16(flags)
+    }
+}

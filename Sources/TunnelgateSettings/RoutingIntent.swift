@@ -1,0 +1,92 @@
+/// A name lookup, injected so that this module stays free of libc.
+public protocol HostResolver: Sendable {
+    /// Every address `name` resolves to, or a reason it does not resolve.
+    func resolve(_ name: String) -> Result<[IPAddress], ResolveFailure>
+}
+
+public struct ResolveFailure: Error, Sendable, Equatable {
+    public var reason: String
+    public init(_ reason: String) { self.reason = reason }
+}
+
+extension TunnelSettings {
+    /// Resolves the carrier endpoints to addresses. Every endpoint must
+    /// resolve; each failure is reported under its key path.
+    public func resolveCarrierEndpoints(using resolver: some HostResolver) throws(ConfigurationError) -> [IPAddress] {
+        var addresses: [IPAddress] = []
+        var problems: [ConfigProblem] = []
+        for endpoint in carrierEndpoints {
+            switch endpoint.host {
+            case .address(let a):
+                addresses.append(a)
+            case .name(let name):
+                let path = endpoint.keyPath
+                switch resolver.resolve(name) {
+                case .success(let resolved) where !resolved.isEmpty:
+                    addresses.append(contentsOf: resolved)
+                case .success:
+                    problems.append(ConfigProblem(path: path, reason: "'\(name)' resolves to no address"))
+                case .failure(let failure):
+                    problems.append(ConfigProblem(path: path, reason: "'\(name)' does not resolve (\(failure.reason))"))
+                }
+            }
+        }
+        guard problems.isEmpty else { throw ConfigurationError(problems) }
+        var seen = Set<IPAddress>()
+        return addresses.filter { seen.insert($0).inserted }
+    }
+}
+
+/// What the routing table of a tunnel must hold for one address family,
+/// computed with iOS semantics: the most specific prefix wins, an exclusion
+/// wins a tie with an inclusion, carrier endpoints are always excluded.
+public struct FamilyRouting: Sendable, Equatable {
+    public var family: IPFamily
+    /// Prefixes routed into the tunnel (`dev TUN` in the tunnel's table).
+    public var included: [Route]
+    /// Prefixes kept off the tunnel (`throw` routes in the tunnel's table):
+    /// the lookup falls through to the main table and its physical path.
+    public var excluded: [IPPrefix]
+    /// Which of `excluded` are carrier endpoints (for the plan's wording).
+    public var carriers: Set<IPPrefix>
+
+    /// True when the tunnel routes anything of this family.
+    public var isActive: Bool { !included.isEmpty }
+}
+
+public struct RoutingIntent: Sendable, Equatable {
+    public var ipv4: FamilyRouting
+    public var ipv6: FamilyRouting
+
+    public var families: [FamilyRouting] { [ipv4, ipv6] }
+
+    public init(settings: TunnelSettings, carrierAddresses: [IPAddress]) {
+        ipv4 = Self.compute(.ipv4, included: settings.ipv4Settings?.includedRoutes ?? [],
+                            excluded: settings.ipv4Settings?.excludedRoutes.map(\.destination) ?? [],
+                            carriers: carrierAddresses)
+        ipv6 = Self.compute(.ipv6, included: settings.ipv6Settings?.includedRoutes ?? [],
+                            excluded: settings.ipv6Settings?.excludedRoutes.map(\.destination) ?? [],
+                            carriers: carrierAddresses)
+    }
+
+    static func compute(_ family: IPFamily, included: [Route], excluded: [IPPrefix],
+                        carriers: [IPAddress]) -> FamilyRouting {
+        let carrierPrefixes = carriers.filter { $0.family == family }.map {
+            IPPrefix(address: $0, length: family.bitWidth)!
+        }
+        var excludedSet = Set<IPPrefix>()
+        var excludedList: [IPPrefix] = []
+        for prefix in excluded + carrierPrefixes where excludedSet.insert(prefix).inserted {
+            excludedList.append(prefix)
+        }
+        // A tie (the same prefix included and excluded) goes to the exclusion.
+        let kept = included.filter { !excludedSet.contains($0.destination) }
+        // Without any inclusion the family is not routed at all, so its
+        // exclusions have nothing to punch holes in.
+        if kept.isEmpty {
+            return FamilyRouting(family: family, included: [], excluded: [], carriers: [])
+        }
+        return FamilyRouting(family: family, included: kept, excluded: excludedList,
+                             carriers: Set(carrierPrefixes))
+    }
+}

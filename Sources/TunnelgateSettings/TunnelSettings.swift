@@ -1,0 +1,172 @@
+/// The settings of one tunnel, with the names and meanings of
+/// NetworkExtension's NEPacketTunnelNetworkSettings, plus what Linux needs
+/// that iOS decides by itself (interface name, carrier endpoints, runtime).
+///
+/// Values are validated: an instance only exists for a configuration that
+/// passed `TunnelSettings.parse(json:)`.
+public struct TunnelSettings: Sendable, Equatable {
+    /// The TUN interface name (`tg0` by default). Also the tunnel's name for
+    /// `tunnelgate down`, `status` and the state directory.
+    public var name: String
+    /// NEPacketTunnelNetworkSettings.tunnelRemoteAddress: the server's IP
+    /// address or host name. Always a carrier endpoint.
+    public var tunnelRemoteAddress: String
+    /// NEPacketTunnelNetworkSettings.mtu; nil means the default (1500).
+    public var mtu: Int?
+    public var ipv4Settings: IPv4Settings?
+    public var ipv6Settings: IPv6Settings?
+    public var dnsSettings: DNSSettings?
+    /// NEVPNProtocol.includeAllNetworks (the kill switch; enforced by the nftables layer).
+    public var includeAllNetworks: Bool
+    /// NEVPNProtocol.excludeLocalNetworks.
+    public var excludeLocalNetworks: Bool
+    /// The tunnel's control and data servers, kept off the tunnel. Includes
+    /// `tunnelRemoteAddress` whether or not the file lists it.
+    public var carrierEndpoints: [CarrierEndpoint]
+    public var runtime: RuntimeSettings
+
+    public static let defaultName = "tg0"
+    public static let defaultMTU = 1500
+    public static let mtuRange = 576...65535
+    public static let minimumIPv6MTU = 1280
+
+    public var effectiveMTU: Int { mtu ?? Self.defaultMTU }
+
+    public init(name: String = defaultName, tunnelRemoteAddress: String, mtu: Int? = nil,
+                ipv4Settings: IPv4Settings? = nil, ipv6Settings: IPv6Settings? = nil,
+                dnsSettings: DNSSettings? = nil, includeAllNetworks: Bool = false,
+                excludeLocalNetworks: Bool = false, carrierEndpoints: [CarrierEndpoint] = [],
+                runtime: RuntimeSettings = .none) {
+        self.name = name
+        self.tunnelRemoteAddress = tunnelRemoteAddress
+        self.mtu = mtu
+        self.ipv4Settings = ipv4Settings
+        self.ipv6Settings = ipv6Settings
+        self.dnsSettings = dnsSettings
+        self.includeAllNetworks = includeAllNetworks
+        self.excludeLocalNetworks = excludeLocalNetworks
+        self.carrierEndpoints = carrierEndpoints
+        self.runtime = runtime
+    }
+}
+
+/// NEIPv4Settings.
+public struct IPv4Settings: Sendable, Equatable {
+    public var addresses: [IPv4Address]
+    public var subnetMasks: [IPv4Address]
+    public var includedRoutes: [Route]
+    public var excludedRoutes: [Route]
+
+    public init(addresses: [IPv4Address], subnetMasks: [IPv4Address],
+                includedRoutes: [Route] = [], excludedRoutes: [Route] = []) {
+        self.addresses = addresses
+        self.subnetMasks = subnetMasks
+        self.includedRoutes = includedRoutes
+        self.excludedRoutes = excludedRoutes
+    }
+
+    /// The addresses with their prefix lengths (masks are validated contiguous).
+    public var interfaceAddresses: [IPPrefix] {
+        zip(addresses, subnetMasks).map { IPPrefix(address: .v4($0), length: $1.maskLength!)! }
+    }
+}
+
+/// NEIPv6Settings.
+public struct IPv6Settings: Sendable, Equatable {
+    public var addresses: [IPv6Address]
+    public var networkPrefixLengths: [Int]
+    public var includedRoutes: [Route]
+    public var excludedRoutes: [Route]
+
+    public init(addresses: [IPv6Address], networkPrefixLengths: [Int],
+                includedRoutes: [Route] = [], excludedRoutes: [Route] = []) {
+        self.addresses = addresses
+        self.networkPrefixLengths = networkPrefixLengths
+        self.includedRoutes = includedRoutes
+        self.excludedRoutes = excludedRoutes
+    }
+
+    public var interfaceAddresses: [IPPrefix] {
+        zip(addresses, networkPrefixLengths).map { IPPrefix(address: .v6($0), length: $1)! }
+    }
+}
+
+/// NEIPv4Route / NEIPv6Route: a destination prefix and an optional gateway.
+public struct Route: Sendable, Hashable, CustomStringConvertible {
+    public var destination: IPPrefix
+    public var gateway: IPAddress?
+
+    public init(destination: IPPrefix, gateway: IPAddress? = nil) {
+        self.destination = destination
+        self.gateway = gateway
+    }
+
+    /// NEIPv4Route.default() / NEIPv6Route.default().
+    public static func `default`(_ family: IPFamily) -> Route {
+        switch family {
+        case .ipv4: Route(destination: IPPrefix("0.0.0.0/0")!)
+        case .ipv6: Route(destination: IPPrefix("::/0")!)
+        }
+    }
+
+    public var description: String {
+        gateway.map { "\(destination) via \($0)" } ?? destination.description
+    }
+}
+
+/// NEDNSSettings. Parsed and validated; applied by the DNS layer.
+public struct DNSSettings: Sendable, Equatable {
+    public var servers: [IPAddress]
+    public var searchDomains: [String]
+    public var matchDomains: [String]?
+    public var matchDomainsNoSearch: Bool
+    public var domainName: String?
+
+    public init(servers: [IPAddress], searchDomains: [String] = [], matchDomains: [String]? = nil,
+                matchDomainsNoSearch: Bool = false, domainName: String? = nil) {
+        self.servers = servers
+        self.searchDomains = searchDomains
+        self.matchDomains = matchDomains
+        self.matchDomainsNoSearch = matchDomainsNoSearch
+        self.domainName = domainName
+    }
+}
+
+/// A server the tunnel's runtime talks to over the physical network: an IP
+/// address or a host name, with an optional port (informational).
+public struct CarrierEndpoint: Sendable, Hashable, CustomStringConvertible {
+    public enum Host: Sendable, Hashable {
+        case address(IPAddress)
+        case name(String)
+    }
+    public var host: Host
+    public var port: UInt16?
+    /// Where the configuration named it (`carrierEndpoints[2]`,
+    /// `tunnelRemoteAddress`), for error messages. Not part of equality.
+    public var keyPath: String
+
+    public init(host: Host, port: UInt16? = nil, keyPath: String = "") {
+        self.host = host
+        self.port = port
+        self.keyPath = keyPath
+    }
+
+    public static func == (a: Self, b: Self) -> Bool { a.host == b.host && a.port == b.port }
+    public func hash(into hasher: inout Hasher) { hasher.combine(host); hasher.combine(port) }
+
+    public var description: String {
+        let h: String
+        switch host {
+        case .address(.v6(let a)) where port != nil: h = "[\(a)]"
+        case .address(let a): h = a.description
+        case .name(let n): h = n
+        }
+        return port.map { "\(h):\($0)" } ?? h
+    }
+}
+
+/// Which packet runtime the tunnel hosts.
+public enum RuntimeSettings: Sendable, Equatable {
+    /// No runtime: packets read from the TUN are counted and dropped.
+    case none
+}

@@ -1,0 +1,189 @@
+import FoundationEssentials
+import Gateway
+import Glibc
+import LinuxSystem
+import TunnelgateSettings
+
+let version = "0.1.0"
+
+/// Exit codes: 0 success, 1 an operation failed, 64 a usage error (EX_USAGE).
+enum ExitCode {
+    static let success: Int32 = 0
+    static let failure: Int32 = 1
+    static let usage: Int32 = 64
+}
+
+struct UsageError: Error {
+    let message: String
+    let command: Command?
+}
+
+enum Command: String, CaseIterable {
+    case validate, plan, up, down, status, help
+
+    var usage: String {
+        switch self {
+        case .validate: "tunnelgate validate CONFIG"
+        case .plan: "tunnelgate plan CONFIG"
+        case .up: "tunnelgate up CONFIG [--detach]"
+        case .down: "tunnelgate down NAME"
+        case .status: "tunnelgate status [NAME] [--json]"
+        case .help: "tunnelgate help [SUBCOMMAND]"
+        }
+    }
+
+    var summary: String {
+        switch self {
+        case .validate: "Check a configuration; print every problem with its key path."
+        case .plan: "Print the kernel changes `up` would make. Changes nothing."
+        case .up: "Apply a configuration, verify it, and keep the tunnel up."
+        case .down: "Stop a tunnel and remove everything it created (also after a crash)."
+        case .status: "Show tunnels of this network namespace: state, interface, routes, counters."
+        case .help: "Show help for a subcommand."
+        }
+    }
+
+    var help: String {
+        var text = "OVERVIEW: \(summary)\n\nUSAGE: \(usage)\n"
+        switch self {
+        case .validate:
+            text += "\nARGUMENTS:\n  CONFIG          A JSON configuration (see docs/configuration.md).\n"
+            text += "\nExits 0 when the configuration is valid and its host names resolve; otherwise\nprints one line per problem (`key.path: reason`) and exits 1.\n"
+        case .plan:
+            text += "\nARGUMENTS:\n  CONFIG          A JSON configuration.\n"
+            text += "\nPrints the TUN, link settings, addresses, routes (table T) and policy rules in\nip(8) words. Reads the kernel to choose a free table; changes nothing.\n"
+        case .up:
+            text += "\nARGUMENTS:\n  CONFIG          A JSON configuration.\n\nOPTIONS:\n  --detach        Return once the settings are applied and verified; the tunnel\n                  keeps running in the background until `tunnelgate down NAME`.\n"
+            text += "\nWithout --detach, runs until SIGINT, SIGTERM or `tunnelgate down NAME`, then\nremoves everything it created. Residue of a crashed run of the same name is\nremoved first.\n"
+        case .down:
+            text += "\nARGUMENTS:\n  NAME            The tunnel (its interface name, `name` in the configuration).\n"
+            text += "\nAsks the running tunnel to stop and waits until it has; if its process died,\nremoves what its journal records. Exits 1 when there is no such tunnel.\n"
+        case .status:
+            text += "\nARGUMENTS:\n  NAME            Only this tunnel.\n\nOPTIONS:\n  --json          Machine-readable output.\n"
+            text += "\nStates are NEVPNStatus names: disconnected, connecting, connected, reasserting,\ndisconnecting.\n"
+        case .help:
+            break
+        }
+        text += "\nRun inside a network namespace with `ip netns exec NS tunnelgate …`.\n"
+        return text
+    }
+}
+
+let overview = """
+OVERVIEW: Apply NetworkExtension packet-tunnel settings on Linux.
+
+USAGE: tunnelgate <subcommand>
+
+OPTIONS:
+  -h, --help      Show help information.
+  --version       Show the version.
+
+SUBCOMMANDS:
+\(Command.allCases.map { "  " + $0.rawValue.padding(14) + $0.summary }.joined(separator: "\n"))
+
+  See 'tunnelgate help <subcommand>' for detailed help.
+
+"""
+
+extension String {
+    func padding(_ width: Int) -> String { count >= width ? self + " " : self + String(repeating: " ", count: width - count) }
+}
+
+func printError(_ text: String) {
+    var line = text
+    if !line.hasSuffix("\n") { line += "\n" }
+    _ = try? FileDescriptor(rawValue: STDERR_FILENO).writeAll(Array(line.utf8))
+}
+
+extension CommandLine {
+    static func run(_ arguments: [String]) -> Int32 {
+        do {
+            return try dispatch(arguments)
+        } catch let error as UsageError {
+            printError("Error: \(error.message)")
+            printError("Usage: \(error.command?.usage ?? "tunnelgate <subcommand>")")
+            printError("See 'tunnelgate \(error.command.map { "help \($0.rawValue)" } ?? "--help")'.")
+            return ExitCode.usage
+        } catch {
+            printError("Error: \(error)")
+            return ExitCode.failure
+        }
+    }
+
+    static func dispatch(_ arguments: [String]) throws -> Int32 {
+        guard let first = arguments.first else { throw UsageError(message: "missing subcommand", command: nil) }
+        if first == "-h" || first == "--help" { print(overview, terminator: ""); return ExitCode.success }
+        if first == "--version" { print(version); return ExitCode.success }
+        guard let command = Command(rawValue: first) else {
+            throw UsageError(message: "unknown subcommand '\(first)'", command: nil)
+        }
+        var rest = Array(arguments.dropFirst())
+        if rest.contains("-h") || rest.contains("--help") {
+            print(command.help, terminator: "")
+            return ExitCode.success
+        }
+        switch command {
+        case .help:
+            guard let topic = rest.first else { print(overview, terminator: ""); return ExitCode.success }
+            guard rest.count == 1, let sub = Command(rawValue: topic) else {
+                throw UsageError(message: "unknown subcommand '\(topic)'", command: .help)
+            }
+            print(sub.help, terminator: "")
+            return ExitCode.success
+        case .validate:
+            let path = try takePositional(&rest, "CONFIG", command)
+            try noMore(rest, command)
+            return try validate(path)
+        case .plan:
+            let path = try takePositional(&rest, "CONFIG", command)
+            try noMore(rest, command)
+            return try plan(path)
+        case .up:
+            let detach = takeFlag(&rest, "--detach")
+            let readyFD = try takeOption(&rest, "--ready-fd", command).map { value -> Int32 in
+                guard let fd = Int32(value), fd > 2 else { throw UsageError(message: "--ready-fd takes a descriptor number", command: command) }
+                return fd
+            }
+            let path = try takePositional(&rest, "CONFIG", command)
+            try noMore(rest, command)
+            return try up(path, detach: detach, readyFD: readyFD)
+        case .down:
+            let name = try takePositional(&rest, "NAME", command)
+            try noMore(rest, command)
+            return try down(name)
+        case .status:
+            let json = takeFlag(&rest, "--json")
+            let name = rest.first.flatMap { $0.hasPrefix("-") ? nil : $0 }
+            if name != nil { rest.removeFirst() }
+            try noMore(rest, command)
+            return try status(name, json: json)
+        }
+    }
+
+    static func takeFlag(_ args: inout [String], _ flag: String) -> Bool {
+        guard let i = args.firstIndex(of: flag) else { return false }
+        args.remove(at: i)
+        return true
+    }
+
+    static func takeOption(_ args: inout [String], _ option: String, _ command: Command) throws -> String? {
+        guard let i = args.firstIndex(of: option) else { return nil }
+        guard i + 1 < args.count else { throw UsageError(message: "\(option) needs a value", command: command) }
+        let value = args[i + 1]
+        args.removeSubrange(i...(i + 1))
+        return value
+    }
+
+    static func takePositional(_ args: inout [String], _ name: String, _ command: Command) throws -> String {
+        guard let i = args.firstIndex(where: { !$0.hasPrefix("-") || $0 == "-" }) else {
+            if let option = args.first { throw UsageError(message: "unknown option '\(option)'", command: command) }
+            throw UsageError(message: "missing \(name)", command: command)
+        }
+        return args.remove(at: i)
+    }
+
+    static func noMore(_ args: [String], _ command: Command) throws {
+        guard let extra = args.first else { return }
+        throw UsageError(message: extra.hasPrefix("-") ? "unknown option '\(extra)'" : "unexpected argument '\(extra)'", command: command)
+    }
+}

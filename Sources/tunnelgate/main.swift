@@ -1,0 +1,3 @@
+import Glibc
+
+exit(CommandLine.run(Array(CommandLine.arguments.dropFirst())))
