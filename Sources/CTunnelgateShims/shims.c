@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sched.h>
 #include <spawn.h>
 #include <sys/file.h>
 #include <sys/signalfd.h>
@@ -85,3 +86,5 @@ done:
     posix_spawn_file_actions_destroy(&actions);
     return rc;
 }
+
+int CTunnelgateShims_unshare_network(void) { return unshare(CLONE_NEWNET); }

@@ -234,7 +234,7 @@ public final class Gateway {
                     catch { failures += error.failures.map(\.error.description) }
                 }
             }
-            tun?.descriptor.close()
+            tun?.close()
 
             // Whatever of table T remains (throw routes) and carries the marker.
             var routes: [RouteSpec] = []

@@ -76,7 +76,16 @@ public final class FileLock {
         return false
     }
 
+    private var released = false
+
     private init(_ fd: FileDescriptor) { descriptor = fd }
 
-    public func release() { descriptor.close() }
+    /// Releases the lock. Idempotent; also done when the lock is deallocated.
+    public func release() {
+        guard !released else { return }
+        released = true
+        descriptor.close()
+    }
+
+    deinit { release() }
 }

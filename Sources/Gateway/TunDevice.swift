@@ -26,5 +26,14 @@ public final class TunDevice {
         self.index = Int32(index)
     }
 
-    deinit { descriptor.close() }
+    private var closed = false
+
+    /// Closes the descriptor; the kernel then deletes the interface. Idempotent.
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        descriptor.close()
+    }
+
+    deinit { close() }
 }

@@ -1,3 +1,4 @@
+import CTunnelgateShims
 import Glibc
 
 /// Small process-level facts and actions, each one libc call.
@@ -19,6 +20,12 @@ public enum ProcessControl {
         var st = stat()
         _ = try syscall("stat(/proc/self/ns/net)") { stat("/proc/thread-self/ns/net", &st) }
         return UInt64(st.st_ino)
+    }
+
+    /// Moves the calling thread into a new, empty network namespace (tests
+    /// use it to get a private kernel to change).
+    public static func enterNewNetworkNamespace() throws(SystemCallError) {
+        _ = try syscall("unshare(CLONE_NEWNET)") { CTunnelgateShims_unshare_network() }
     }
 
     /// The monotonic clock in seconds.

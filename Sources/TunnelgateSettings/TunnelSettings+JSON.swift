@@ -276,7 +276,6 @@ struct SettingsReader {
             var length: Int?
             switch family {
             case .ipv4:
-                if m["networkPrefixLength"] != nil { problem("\(path).networkPrefixLength", "IPv4 routes take subnetMask") }
                 if let maskText = string(m["subnetMask"]) {
                     if let mask = IPv4Address(maskText) {
                         if let l = mask.maskLength { length = l } else { problem("\(path).subnetMask", "\(maskText) is not a contiguous mask") }

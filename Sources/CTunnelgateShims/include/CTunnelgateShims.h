@@ -35,4 +35,8 @@ int CTunnelgateShims_signalfd_read(int fd);
 int CTunnelgateShims_spawn_detached(const char *path, char *const argv[], int pass_fd,
                                     const char *log_path, pid_t *pid);
 
+/// unshare(CLONE_NEWNET): moves the calling thread into a new, empty
+/// network namespace. 0, or -1 with errno set.
+int CTunnelgateShims_unshare_network(void);
+
 #endif

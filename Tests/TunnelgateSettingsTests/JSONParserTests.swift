@@ -1,0 +1,33 @@
+import XCTest
+@testable import TunnelgateSettings
+
+final class JSONParserTests: XCTestCase {
+    func parse(_ s: String) throws -> JSONValue { try JSONParser.parse(Array(s.utf8)) }
+
+    func testValuesAndOrder() throws {
+        let v = try parse(#"{"b": [1, -2.5e3, true, null, "x\u00e9\n"], "a": {}}"#)
+        guard case .object(let members) = v else { return XCTFail("not an object") }
+        XCTAssertEqual(members.map(\.key), ["b", "a"])
+        XCTAssertEqual(members[0].value, .array([.number(1, literal: "1"), .number(-2500, literal: "-2.5e3"),
+                                                 .bool(true), .null, .string("xé\n")]))
+    }
+
+    func testSurrogatePairs() throws {
+        XCTAssertEqual(try parse(#""\ud83d\ude00""#), .string("😀"))
+        XCTAssertThrowsError(try parse(#""\ud83d""#))
+    }
+
+    func testSyntaxErrorsCarryLineAndColumn() {
+        XCTAssertThrowsError(try parse("{\n  \"a\": 1,\n}")) { error in
+            let e = error as! JSONSyntaxError
+            XCTAssertEqual(e.line, 3)
+            XCTAssertEqual(e.reason, "expected a key in quotes")
+        }
+        XCTAssertThrowsError(try parse(#"{"a": 1, "a": 2}"#)) { error in
+            XCTAssertEqual((error as! JSONSyntaxError).reason, "duplicate key \"a\"")
+        }
+        for bad in ["", "{", "[1,]", "01", "1.", "\"\t\"", "tru", "{} x", "[" + String(repeating: "[", count: 70) + "]"] {
+            XCTAssertThrowsError(try parse(bad), bad)
+        }
+    }
+}
