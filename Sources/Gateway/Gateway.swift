@@ -90,7 +90,7 @@ public final class Gateway {
             if try netlinkCall({ () throws(NetlinkError) in try netlink.link(named: name) }) != nil { throw GatewayError.interfaceExists(name) }
             return try apply(plan, lock: lock, configPath: configPath)
         } catch {
-            lock.release()
+            lock.releaseAndRemove()
             throw error
         }
     }
@@ -260,6 +260,7 @@ public final class Gateway {
         guard failures.isEmpty else { throw .residue(name: name, failures) }
         FileSystem.remove(state.journalPath(name))
         FileSystem.remove(state.statePath(name))
+        FileSystem.remove(state.logPath(name))
         return true
     }
 
@@ -281,7 +282,7 @@ public final class Gateway {
         let journalPath = state.journalPath(name)
         do {
             if let lock = try system({ () throws(SystemCallError) in try FileLock.tryAcquire(lockPath) }) {
-                defer { lock.release() }
+                defer { lock.releaseAndRemove() }
                 guard FileSystem.exists(journalPath) || FileSystem.exists(statePath) else { throw GatewayError.notFound(name) }
                 try removeResidue(name)
                 FileSystem.remove(statePath)
@@ -295,7 +296,7 @@ public final class Gateway {
             }
             try? ProcessControl.signal(record.pid, SIGTERM)
             if let lock = try system({ () throws(SystemCallError) in try FileLock.acquire(lockPath, timeout: timeout) }) {
-                defer { lock.release() }
+                defer { lock.releaseAndRemove() }
                 try removeResidue(name)
                 return
             }
@@ -303,7 +304,7 @@ public final class Gateway {
             guard let lock = try system({ () throws(SystemCallError) in try FileLock.acquire(lockPath, timeout: 2) }) else {
                 throw GatewayError.stopTimeout(name: name, pid: record.pid)
             }
-            defer { lock.release() }
+            defer { lock.releaseAndRemove() }
             try removeResidue(name)
         }
     }
@@ -340,7 +341,7 @@ public final class ActiveTunnel {
     public func stop() throws(GatewayError) {
         guard !stopped else { return }
         stopped = true
-        defer { lock.release() }
+        defer { lock.releaseAndRemove() }
         try gateway.teardown(name: plan.interfaceName, tun: tun)
     }
 

@@ -6,6 +6,11 @@ import LinuxSystem
 /// that `ip netns exec` enters, so the namespace's inode keeps tunnels of
 /// the same name in different namespaces apart.
 ///
+/// Namespace inodes are reused once a namespace is gone, so the directory
+/// also holds the namespace's cookie (SO_NETNS_COOKIE, never reused while the
+/// system runs) in `namespace`; a directory whose cookie is not the current
+/// namespace's belongs to a namespace that no longer exists, and is emptied.
+///
 /// For each tunnel NAME:
 ///   NAME.lock     held (flock) by the process that owns the tunnel, for its lifetime
 ///   NAME.journal  every kernel object, written before it is created; gone after a clean down
@@ -20,11 +25,22 @@ public struct StateDirectory: Sendable {
     public init(root: String = StateDirectory.root, create: Bool) throws(SystemCallError) {
         let namespace = try ProcessControl.networkNamespaceIdentity()
         path = "\(root)/net-\(namespace)"
+        let cookie = Array("\(try ProcessControl.networkNamespaceCookie())\n".utf8)
+        let recorded = try? FileSystem.read("\(path)/namespace")
+        isStale = recorded != nil && recorded != cookie
         if create {
             try FileSystem.makeDirectory(root, mode: 0o700)
             try FileSystem.makeDirectory(path, mode: 0o700)
+            if recorded != cookie {
+                // A dead namespace's leftovers: its kernel objects died with it.
+                for file in FileSystem.list(path) { FileSystem.remove("\(path)/\(file)") }
+                try FileSystem.writeAtomically("\(path)/namespace", cookie)
+            }
         }
     }
+
+    /// True when the directory was left by an earlier namespace with the same inode.
+    public let isStale: Bool
 
     public func lockPath(_ name: String) -> String { "\(path)/\(name).lock" }
     public func journalPath(_ name: String) -> String { "\(path)/\(name).journal" }
@@ -33,8 +49,15 @@ public struct StateDirectory: Sendable {
     /// Serialises slot allocation between tunnels starting at the same time.
     public var allocationLockPath: String { "\(path)/.allocation.lock" }
 
+    /// Removes the directory and everything in it (tests, after their namespace).
+    public func removeAll() {
+        for file in FileSystem.list(path) { FileSystem.remove("\(path)/\(file)") }
+        FileSystem.removeDirectory(path)
+    }
+
     /// Names of every tunnel with a journal or a state file here.
     public func tunnelNames() -> [String] {
+        guard !isStale else { return [] }
         var names = Set<String>()
         for file in FileSystem.list(path) {
             for suffix in [".journal", ".state"] where file.hasSuffix(suffix) {
@@ -52,10 +75,17 @@ public final class FileLock {
 
     /// Takes the lock, or returns nil when another process holds it.
     public static func tryAcquire(_ path: String) throws(SystemCallError) -> FileLock? {
-        let fd = try FileDescriptor.open(path, O_RDWR | O_CREAT, mode: 0o600)
-        if try fd.tryLockExclusive() { return FileLock(fd) }
-        fd.close()
-        return nil
+        while true {
+            let fd = try FileDescriptor.open(path, O_RDWR | O_CREAT, mode: 0o600)
+            guard try fd.tryLockExclusive() else {
+                fd.close()
+                return nil
+            }
+            // The holder may have removed the file between our open and our lock:
+            // then this lock guards nothing, and the name is free to take anew.
+            if try fd.isSameFile(as: path) { return FileLock(fd, path: path) }
+            fd.close()
+        }
     }
 
     /// Waits for the lock, polling; nil when `timeout` passes first.
@@ -78,7 +108,19 @@ public final class FileLock {
 
     private var released = false
 
-    private init(_ fd: FileDescriptor) { descriptor = fd }
+    private let path: String
+
+    private init(_ fd: FileDescriptor, path: String) {
+        descriptor = fd
+        self.path = path
+    }
+
+    /// Removes the lock file, then releases the lock: for a name that is gone.
+    public func releaseAndRemove() {
+        guard !released else { return }
+        FileSystem.remove(path)
+        release()
+    }
 
     /// Releases the lock. Idempotent; also done when the lock is deallocated.
     public func release() {

@@ -54,6 +54,15 @@ public struct FileDescriptor: Hashable, Sendable {
         }
     }
 
+    /// True when `path` names the file this descriptor has open.
+    public func isSameFile(as path: String) throws(SystemCallError) -> Bool {
+        var mine = stat(), theirs = stat()
+        _ = try syscall("fstat") { fstat(rawValue, &mine) }
+        let rc: Int32 = stat(path, &theirs)
+        if rc != 0 { return false }
+        return mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino
+    }
+
     public func setNonBlocking(_ on: Bool) throws(SystemCallError) {
         let flags = try syscall("fcntl(F_GETFL)") { fcntl(rawValue, F_GETFL) }
         _ = try syscall("fcntl(F_SETFL)") { fcntl(rawValue, F_SETFL, on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK) }

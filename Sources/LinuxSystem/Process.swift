@@ -22,6 +22,17 @@ public enum ProcessControl {
         return UInt64(st.st_ino)
     }
 
+    /// The network namespace cookie (SO_NETNS_COOKIE): unlike the inode, it
+    /// is never reused while the system runs.
+    public static func networkNamespaceCookie() throws(SystemCallError) -> UInt64 {
+        let fd = try syscall("socket(AF_UNIX)") { socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue | SOCK_CLOEXEC.rawValue), 0) }
+        defer { close(fd) }
+        var cookie: UInt64 = 0
+        var length = socklen_t(MemoryLayout<UInt64>.size)
+        _ = try syscall("getsockopt(SO_NETNS_COOKIE)") { getsockopt(fd, SOL_SOCKET, 71 /* SO_NETNS_COOKIE */, &cookie, &length) }
+        return cookie
+    }
+
     /// Moves the calling thread into a new, empty network namespace (tests
     /// use it to get a private kernel to change).
     public static func enterNewNetworkNamespace() throws(SystemCallError) {
@@ -53,6 +64,10 @@ public enum FileSystem {
 
     public static func remove(_ path: String) {
         _ = unlink(path)
+    }
+
+    public static func removeDirectory(_ path: String) {
+        _ = rmdir(path)
     }
 
     public static func rename(_ from: String, _ to: String) throws(SystemCallError) {

@@ -119,3 +119,22 @@ final class GatewayEngineTests: XCTestCase {
         }
     }
 }
+
+final class StateDirectoryTests: XCTestCase {
+    func testADirectoryLeftByADeadNamespaceIsEmptied() {
+        inPrivateNetworkNamespace {
+            let first = try StateDirectory(create: true)
+            try expect(!first.isStale, "a new directory is not stale")
+            let journal = first.journalPath("tg0")
+            try FileSystem.writeAtomically(journal, Array("tunnelgate-journal 1\ntunnel tg0 slot 0\n".utf8))
+            try expect(first.tunnelNames() == ["tg0"], "the journal is seen")
+            // Pretend the directory was written by an earlier namespace with the same inode.
+            try FileSystem.writeAtomically("\(first.path)/namespace", Array("1\n".utf8))
+            let reader = try StateDirectory(create: false)
+            try expect(reader.isStale && reader.tunnelNames().isEmpty, "stale for readers: its tunnels are not this namespace's")
+            _ = try StateDirectory(create: true)
+            try expect(!FileSystem.exists(journal), "emptied when next written")
+            try expect(!(try StateDirectory(create: false)).isStale, "current again")
+        }
+    }
+}

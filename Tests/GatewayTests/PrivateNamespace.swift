@@ -1,4 +1,5 @@
 import Foundation
+import Gateway
 import LinuxSystem
 import XCTest
 
@@ -15,6 +16,7 @@ func inPrivateNetworkNamespace(_ body: @escaping @Sendable () throws -> Void,
     let thread = Thread {
         do {
             try ProcessControl.enterNewNetworkNamespace()
+            defer { (try? StateDirectory(create: false))?.removeAll() }
             try body()
         } catch {
             outcome.error = error

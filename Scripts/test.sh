@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Runs every Tunnelgate test, as root, from a fresh clone: installs the Debian packages (Scripts/setup.sh),
+# builds, runs the unit tests (swift test), then every network-namespace scenario in netns/tests/ (two at a
+# time; each builds its own namespaces). Each scenario's output goes to a log that is printed when it ends.
+# The last line is the total, "N passed, N failed", counting swift test's executed tests and the scenarios'
+# checks; the exit status is non-zero if anything failed.
+#
+#   Scripts/test.sh                  everything
+#   Scripts/test.sh netns/tests/split-tunnel.sh ...   only these scenarios (after setup and build)
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+root=$(pwd)
+if [ "$(id -u)" -ne 0 ]; then
+  echo "Error: Scripts/test.sh creates network namespaces and must run as root" >&2
+  exit 1
+fi
+# The toolchain's usual place, for a shell whose PATH does not have it.
+if ! command -v swift >/dev/null && [ -x /opt/swift/usr/bin/swift ]; then
+  PATH=/opt/swift/usr/bin:$PATH
+fi
+
+passed=0
+failed=0
+netns_before=$(ip netns list 2>/dev/null | awk '{print $1}')
+logs=$(mktemp -d /tmp/tunnelgate-test.XXXXXX)
+trap 'rm -rf "$logs"' EXIT
+# A scenario that hangs is stopped (SIGTERM, so its trap removes its namespaces) after this many seconds.
+scenario_timeout=${TG_SCENARIO_TIMEOUT:-300}
+parallel=${TG_PARALLEL:-2}
+
+section() { printf '\n=== %s\n' "$*"; }
+fail_step() { failed=$((failed + 1)); echo "not ok - $*"; }
+
+# --- Setup and build ----------------------------------------------------------------------------------
+section "setup: Scripts/setup.sh"
+if ! bash Scripts/setup.sh; then
+  fail_step "Scripts/setup.sh"
+  printf '%d passed, %d failed\n' "$passed" "$failed"
+  exit 1
+fi
+
+section "build: swift build"
+built=1
+if ! swift build 2>&1 | tee "$logs/build.log"; then
+  built=0
+  fail_step "swift build (the scenarios that need the binary will fail too)"
+fi
+
+# --- Unit tests ---------------------------------------------------------------------------------------
+# swift test prints XCTest's "Executed N tests" and Swift Testing's "Test run with N tests"; a test that
+# failed has a "Test Case '…' failed" (XCTest) or "✘ Test … failed after" (Swift Testing) line.
+if [ $# -eq 0 ] && [ "$built" -eq 1 ]; then
+  section "unit tests: swift test"
+  swift test 2>&1 | tee "$logs/swift-test.log"
+  unit_rc=${PIPESTATUS[0]}
+  xc_total=$(sed -n "s/^[[:space:]]*Executed \([0-9]*\) tests\{0,1\}, with .*/\1/p" "$logs/swift-test.log" | tail -n 1)
+  xc_failed=$(grep -c "^Test Case '.*' failed (" "$logs/swift-test.log")
+  st_total=$(sed -n 's/.* Test run with \([0-9]*\) tests\{0,1\} .*/\1/p' "$logs/swift-test.log" | tail -n 1)
+  st_failed=$(grep -E '✘ Test .* failed after' "$logs/swift-test.log" | grep -vc '✘ Test run with')
+  unit_total=$(( ${xc_total:-0} + ${st_total:-0} ))
+  unit_failed=$(( xc_failed + st_failed ))
+  passed=$((passed + unit_total - unit_failed))
+  failed=$((failed + unit_failed))
+  echo "swift test: $((unit_total - unit_failed)) passed, $unit_failed failed (exit $unit_rc)"
+  if [ "$unit_rc" -ne 0 ] && [ "$unit_failed" -eq 0 ]; then
+    fail_step "swift test exited $unit_rc without a failed test (a crash or a build error?)"
+  fi
+fi
+
+# --- Namespace scenarios ------------------------------------------------------------------------------
+if [ $# -gt 0 ]; then
+  scenarios=("$@")
+else
+  scenarios=(netns/tests/*.sh)
+fi
+section "end-to-end: ${#scenarios[@]} scenarios in network namespaces, $parallel at a time"
+
+# run_scenario INDEX PATH: runs one scenario with its output in $logs/INDEX.log, its exit code in .rc.
+run_scenario() {
+  local log=$logs/$1.log rc
+  timeout --kill-after=20 "$scenario_timeout" "$root/$2" >"$log" 2>&1 && rc=0 || rc=$?
+  echo "$rc" >"$logs/$1.rc"
+}
+
+for i in "${!scenarios[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do
+    wait -n
+  done
+  run_scenario "$i" "${scenarios[$i]}" &
+done
+wait
+
+for i in "${!scenarios[@]}"; do
+  name=${scenarios[$i]}
+  log=$logs/$i.log
+  rc=$(cat "$logs/$i.rc" 2>/dev/null || echo 1)
+  section "$name (exit $rc)"
+  sed 's/^/    /' "$log"
+  summary=$(tail -n 1 "$log" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
+  if [ -z "$summary" ]; then
+    fail_step "$name ended without a summary line (exit $rc)"
+    continue
+  fi
+  read -r p f <<<"$summary"
+  passed=$((passed + p))
+  failed=$((failed + f))
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    fail_step "$name timed out after ${scenario_timeout}s"
+  elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+    fail_step "$name exited $rc with no failed check"
+  fi
+done
+
+leftover=$(ip netns list | awk '{print $1}' | grep -vxF -f <(printf '%s\n' "$netns_before") || true)
+if [ -n "$leftover" ]; then
+  fail_step "network namespaces left behind: $(printf '%s' "$leftover" | tr '\n' ' ')"
+fi
+
+printf '\n%d passed, %d failed\n' "$passed" "$failed"
+[ "$failed" -eq 0 ]

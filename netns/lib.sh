@@ -1,0 +1,537 @@
+# shellcheck shell=bash
+# netns/lib.sh: the network-namespace harness that Tunnelgate's end-to-end scenarios, the demo and the
+# test runner share. Sourced, never run. Needs root, iproute2, nftables, ping and jq (Scripts/setup.sh).
+#
+# Topology built by tg_topology_up: four namespaces, named uniquely per run ($NS_C $NS_R $NS_L $NS_I),
+# joined by veth pairs created inside them (no interface ever sits in the caller's namespace).
+#
+#   ┌───────────────────────────────────┐
+#   │ C  client: tunnelgate runs here   │
+#   │    default routes via eth0        │
+#   └──┬─────────────────────┬──────────┘
+#      │ eth0 .2  ::2        │ eth1 .2  ::2         (a second physical path, no default route via it)
+#      │ 10.231.0.0/24       │ 10.232.0.0/24
+#      │ fd00:231::/64       │ fd00:232::/64
+#      │ c0   .1  ::1        │ c1   .1  ::1
+#   ┌──┴─────────────────────┴──────────┐
+#   │ R  router: forwards IPv4 and IPv6 │
+#   └──┬─────────────────────┬──────────┘
+#      │ lan0 .1  ::1        │ inet0 .254  ::fe
+#      │ 192.168.231.0/24    │ 198.18.0.0/24
+#      │ fd00:a1::/64        │ 2001:db8:18::/64
+#      │ eth0 .2  ::2        │ eth0 .10 .20 .30  ::10 ::20 ::30
+#   ┌──┴─────────┐        ┌──┴──────────────────────────────┐
+#   │ L  LAN host│        │ I  "internet" host              │
+#   │ default: R │        │ .10 ::10  the carrier endpoint  │
+#   └────────────┘        │ .20 ::20  an "excluded" host    │
+#                         │ .30 ::30  an "included" host    │
+#                         │ default: R                      │
+#                         └─────────────────────────────────┘
+#
+# Every address is a name below ($CARRIER4, $EXCLUDED6, $LAN4 …): scenarios use the names, not literals.
+# IPv6 addresses are added with nodad and DAD is off in every namespace, so no address is ever tentative
+# and nothing has to wait for DAD. Waits poll kernel state every 50 ms (wait_for); nothing sleeps a fixed
+# time.
+#
+# Assertions print TAP-like lines ("ok - DESC" / "not ok - DESC" plus "#" detail lines) and count;
+# tg_summary prints "N passed, N failed" alone on the last line and fails if any check failed.
+
+# --- Addresses (fixed; the topology is the same in every run, only the namespace names differ) -------
+export C_ETH0_4=10.231.0.2        C_ETH0_6=fd00:231::2
+export R_C0_4=10.231.0.1          R_C0_6=fd00:231::1
+export C_ETH1_4=10.232.0.2        C_ETH1_6=fd00:232::2
+export R_C1_4=10.232.0.1          R_C1_6=fd00:232::1
+export R_LAN4=192.168.231.1       R_LAN6=fd00:a1::1
+export LAN4=192.168.231.2         LAN6=fd00:a1::2
+export LAN_NET4=192.168.231.0/24  LAN_NET6=fd00:a1::/64
+export R_INET4=198.18.0.254       R_INET6=2001:db8:18::fe
+export INET_NET4=198.18.0.0/24    INET_NET6=2001:db8:18::/64
+export CARRIER4=198.18.0.10       CARRIER6=2001:db8:18::10
+export EXCLUDED4=198.18.0.20      EXCLUDED6=2001:db8:18::20
+export INCLUDED4=198.18.0.30      INCLUDED6=2001:db8:18::30
+# Addresses nothing in the topology owns: only a full tunnel's default route covers them.
+export ELSEWHERE4=198.19.77.1     ELSEWHERE6=2001:db8:77::1
+
+TG_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export TG_ROOT
+export TG="${TG:-$TG_ROOT/.build/debug/tunnelgate}"
+
+TG_PASSED=0
+TG_FAILED=0
+TG_NAMESPACES=()
+TG_TMP=""
+TG_OUT="" TG_ERR="" TG_RC=0
+
+# --- Reporting ----------------------------------------------------------------------------------------
+
+# _tg_detail LINE...: prints each line (of each argument) as a "#   " detail line.
+_tg_detail() {
+  local text
+  for text in "$@"; do
+    [ -n "$text" ] && printf '%s\n' "$text" | sed 's/^/#   /'
+  done
+  return 0
+}
+
+tg_pass() {
+  TG_PASSED=$((TG_PASSED + 1))
+  printf 'ok - %s\n' "$1"
+}
+
+# tg_fail DESC [DETAIL...]
+tg_fail() {
+  local desc=$1
+  shift
+  TG_FAILED=$((TG_FAILED + 1))
+  printf 'not ok - %s\n' "$desc"
+  _tg_detail "$@"
+  return 1
+}
+
+# tg_bail DESC [DETAIL...]: a failure after which the scenario cannot go on (the topology did not come
+# up, the binary is missing). Counts it, prints the summary and exits; the EXIT trap cleans up.
+tg_bail() {
+  tg_fail "$@"
+  tg_summary
+  exit 1
+}
+
+# tg_summary: "N passed, N failed" alone on the last line; non-zero if anything failed.
+tg_summary() {
+  printf '%d passed, %d failed\n' "$TG_PASSED" "$TG_FAILED"
+  [ "$TG_FAILED" -eq 0 ]
+}
+
+# --- Assertions ---------------------------------------------------------------------------------------
+
+# check DESC CMD...: passes if CMD exits 0; on failure shows the command, its exit code and its output.
+check() {
+  local desc=$1 out rc
+  shift
+  out=$("$@" 2>&1) && rc=0 || rc=$?
+  if [ "$rc" -eq 0 ]; then
+    tg_pass "$desc"
+  else
+    tg_fail "$desc" "command: $*" "exit: $rc" "$out"
+  fi
+}
+
+# check_fails DESC CMD...: passes if CMD exits non-zero (the observable fact is that something fails,
+# e.g. a lookup of a link that must be gone).
+check_fails() {
+  local desc=$1 out rc
+  shift
+  out=$("$@" 2>&1) && rc=0 || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    tg_pass "$desc"
+  else
+    tg_fail "$desc" "command: $*" "exit: 0 (expected non-zero)" "$out"
+  fi
+}
+
+# check_eq DESC EXPECTED ACTUAL: a one-line mismatch shows both values, a multi-line one a diff.
+check_eq() {
+  local desc=$1 expected=$2 actual=$3
+  if [ "$expected" == "$actual" ]; then
+    tg_pass "$desc"
+  elif [[ $expected == *$'\n'* || $actual == *$'\n'* ]]; then
+    tg_fail "$desc" "$(diff -u --label expected --label actual \
+      <(printf '%s\n' "$expected") <(printf '%s\n' "$actual"))"
+  else
+    tg_fail "$desc" "expected: $expected" "actual:   $actual"
+  fi
+}
+
+# check_match DESC REGEX TEXT: passes if some line of TEXT matches the extended regular expression.
+check_match() {
+  local desc=$1 regex=$2 text=$3
+  if printf '%s\n' "$text" | grep -Eq -- "$regex"; then
+    tg_pass "$desc"
+  else
+    tg_fail "$desc" "no line matches: $regex" "in:" "$text"
+  fi
+}
+
+# check_no_match DESC REGEX TEXT: passes if no line of TEXT matches.
+check_no_match() {
+  local desc=$1 regex=$2 text=$3
+  if printf '%s\n' "$text" | grep -Eq -- "$regex"; then
+    tg_fail "$desc" "unexpected match for: $regex" "in:" "$text"
+  else
+    tg_pass "$desc"
+  fi
+}
+
+# tg_run CMD...: runs CMD and keeps its stdout in $TG_OUT, its stderr in $TG_ERR, its exit code in
+# $TG_RC, for the assertions that follow. Not a check by itself.
+tg_run() {
+  local out_file err_file
+  out_file=$(mktemp "${TG_TMP:-/tmp}/run-out.XXXXXX")
+  err_file=$(mktemp "${TG_TMP:-/tmp}/run-err.XXXXXX")
+  "$@" >"$out_file" 2>"$err_file" && TG_RC=0 || TG_RC=$?
+  TG_OUT=$(<"$out_file")
+  TG_ERR=$(<"$err_file")
+  rm -f "$out_file" "$err_file"
+  return 0
+}
+
+# check_rc DESC EXPECTED: compares the exit code of the last tg_run; on failure shows what it printed.
+check_rc() {
+  local desc=$1 expected=$2
+  if [ "$TG_RC" -eq "$expected" ]; then
+    tg_pass "$desc"
+  else
+    tg_fail "$desc" "expected exit: $expected" "actual exit:   $TG_RC" "stdout:" "$TG_OUT" "stderr:" "$TG_ERR"
+  fi
+}
+
+# check_rc_nonzero DESC: the last tg_run failed.
+check_rc_nonzero() {
+  local desc=$1
+  if [ "$TG_RC" -ne 0 ]; then
+    tg_pass "$desc"
+  else
+    tg_fail "$desc" "expected a non-zero exit, got 0" "stdout:" "$TG_OUT" "stderr:" "$TG_ERR"
+  fi
+}
+
+# wait_for DESC TIMEOUT_S CMD...: polls CMD every 50 ms until it succeeds (pass) or TIMEOUT_S seconds
+# have gone by (fail, with CMD's last output).
+wait_for() {
+  local desc=$1 timeout=$2 out rc
+  shift 2
+  if _tg_poll "$timeout" "$@"; then
+    tg_pass "$desc"
+  else
+    out=$("$@" 2>&1) && rc=0 || rc=$?
+    tg_fail "$desc" "timed out after ${timeout}s waiting for: $*" "last exit: $rc" "$out"
+  fi
+}
+
+# _tg_poll TIMEOUT_S CMD...: the polling loop of wait_for, without reporting.
+_tg_poll() {
+  local timeout=$1 deadline now
+  shift
+  deadline=$(_tg_now_ms)
+  deadline=$((deadline + ${timeout%.*} * 1000))
+  while :; do
+    "$@" >/dev/null 2>&1 && return 0
+    now=$(_tg_now_ms)
+    [ "$now" -ge "$deadline" ] && return 1
+    sleep 0.05
+  done
+}
+
+_tg_now_ms() {
+  local t=${EPOCHREALTIME/[.,]/}
+  printf '%s\n' "$((t / 1000))"
+}
+
+# --- Routing ------------------------------------------------------------------------------------------
+
+# route_dev NS ADDR: the device `ip -n NS route get ADDR` chooses (IPv4 or IPv6); nothing if no route.
+route_dev() {
+  ip -n "$1" route get "$2" 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p' | head -n 1
+}
+
+# route_is NS ADDR DEV: true if the lookup of ADDR in NS leaves through DEV (a predicate for wait_for).
+route_is() {
+  [ "$(route_dev "$1" "$2")" == "$3" ]
+}
+
+# check_route DESC NS ADDR DEV: asserts the route lookup; on failure shows the whole lookup.
+check_route() {
+  local desc=$1 ns=$2 addr=$3 dev=$4 got
+  got=$(route_dev "$ns" "$addr")
+  if [ "$got" == "$dev" ]; then
+    tg_pass "$desc"
+  else
+    tg_fail "$desc" "expected dev: $dev" "actual dev:   ${got:-<none>}" \
+      "ip route get $addr:" "$(ip -n "$ns" route get "$addr" 2>&1)"
+  fi
+}
+
+# check_ping DESC NS ADDR: one echo request from NS must be answered within a second.
+check_ping() {
+  local desc=$1 ns=$2 addr=$3
+  check "$desc" ip netns exec "$ns" ping -n -c 1 -W 1 "$addr"
+}
+
+# tg_rule_count NS FAMILY(4|6): the number of policy rules in NS.
+tg_rule_count() {
+  ip -n "$1" "-$2" rule show | wc -l
+}
+
+# --- Kernel state snapshots ---------------------------------------------------------------------------
+
+# tg_snapshot NS FILE: writes the kernel state of NS that a tunnel may change. With static nodad
+# addresses and DAD off, nothing in these listings changes unless someone changes the state (lifetimes
+# are "forever", statistics are not printed, links have settled before the first snapshot), so any
+# difference is a real one. One thing is normalised, because it depends on the observer and not on NS:
+# ip(8) names a veth's peer namespace ("link-netns NAME") by scanning every namespace in /run/netns, and
+# when another run deletes one of those during the scan it prints "Error: Peer netns reference is
+# invalid." and "link-netnsid N" instead. The peer is dropped from the listing (the veths themselves,
+# "eth0@if2", stay).
+tg_snapshot() {
+  local ns=$1 file=$2
+  {
+    echo '### ip -4 rule'; ip -n "$ns" -4 rule show
+    echo '### ip -6 rule'; ip -n "$ns" -6 rule show
+    echo '### ip -4 route show table all'; ip -n "$ns" -4 route show table all
+    echo '### ip -6 route show table all'; ip -n "$ns" -6 route show table all
+    echo '### ip addr'; _tg_without_peer_ns ip -n "$ns" addr show
+    echo '### ip link'; _tg_without_peer_ns ip -n "$ns" link show
+    echo '### nft list ruleset'; ip netns exec "$ns" nft list ruleset
+  } >"$file" 2>&1
+}
+
+# _tg_without_peer_ns CMD...: CMD's output (and errors) without the peer-namespace names (see above).
+_tg_without_peer_ns() {
+  "$@" 2>&1 | grep -vxF 'Error: Peer netns reference is invalid.' | sed -E 's/ link-netns(id)? [^ ]+//'
+}
+
+# check_same_snapshot DESC BEFORE AFTER: the two snapshots are equal; the diff is shown otherwise.
+check_same_snapshot() {
+  local desc=$1 before=$2 after=$3 d
+  if d=$(diff -u "$before" "$after"); then
+    tg_pass "$desc"
+  else
+    tg_fail "$desc" "$d"
+  fi
+}
+
+# --- Topology -----------------------------------------------------------------------------------------
+
+# _tg_ip ARGS...: an ip(8) call the topology cannot do without; failing it ends the scenario.
+_tg_ip() {
+  local out
+  out=$(ip "$@" 2>&1) || tg_bail "topology: ip $*" "$out"
+}
+
+# _tg_settled NS: every link but lo is operationally UP, has its IPv6 link-local address, and no address
+# is tentative. Only then is a snapshot of NS stable.
+_tg_settled() {
+  local ns=$1 links link
+  links=$(ip -n "$ns" -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | grep -vx lo)
+  for link in $links; do
+    ip -n "$ns" -o link show dev "$link" | grep -q ' state UP ' || return 1
+    ip -n "$ns" -6 -o addr show dev "$link" scope link | grep -q 'inet6 fe80::' || return 1
+  done
+  ! ip -n "$ns" -o addr show | grep -q tentative
+}
+
+# tg_topology_up: builds C, R, L and I (see the drawing above) and exports $NS_C $NS_R $NS_L $NS_I.
+# Returns once every link is up and every address usable; ends the scenario if that cannot be done.
+tg_topology_up() {
+  local id ns
+  id="tg$$$(od -An -N2 -tx1 /dev/urandom | tr -d ' \n')"
+  [ -n "$TG_TMP" ] || TG_TMP=$(mktemp -d "/tmp/tunnelgate-$id.XXXXXX")
+  export TG_TMP
+  export NS_C="$id-C" NS_R="$id-R" NS_L="$id-L" NS_I="$id-I"
+
+  for ns in "$NS_C" "$NS_R" "$NS_L" "$NS_I"; do
+    _tg_ip netns add "$ns"
+    TG_NAMESPACES+=("$ns")
+    # DAD off before any link exists, so no address (link-local ones included) is ever tentative.
+    ip netns exec "$ns" sysctl -q -w net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 \
+      >/dev/null || tg_bail "topology: sysctl accept_dad=0 in $ns"
+    _tg_ip -n "$ns" link set lo up
+  done
+  ip netns exec "$NS_R" sysctl -q -w net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1 >/dev/null \
+    || tg_bail "topology: sysctl forwarding in $NS_R"
+
+  _tg_ip -n "$NS_C" link add eth0 type veth peer name c0 netns "$NS_R"
+  _tg_ip -n "$NS_C" link add eth1 type veth peer name c1 netns "$NS_R"
+  _tg_ip -n "$NS_R" link add lan0 type veth peer name eth0 netns "$NS_L"
+  _tg_ip -n "$NS_R" link add inet0 type veth peer name eth0 netns "$NS_I"
+  local link
+  for link in eth0 eth1; do _tg_ip -n "$NS_C" link set "$link" up; done
+  for link in c0 c1 lan0 inet0; do _tg_ip -n "$NS_R" link set "$link" up; done
+  _tg_ip -n "$NS_L" link set eth0 up
+  _tg_ip -n "$NS_I" link set eth0 up
+
+  _tg_ip -n "$NS_C" addr add "$C_ETH0_4/24" dev eth0
+  _tg_ip -n "$NS_C" addr add "$C_ETH0_6/64" dev eth0 nodad
+  _tg_ip -n "$NS_C" addr add "$C_ETH1_4/24" dev eth1
+  _tg_ip -n "$NS_C" addr add "$C_ETH1_6/64" dev eth1 nodad
+  _tg_ip -n "$NS_R" addr add "$R_C0_4/24" dev c0
+  _tg_ip -n "$NS_R" addr add "$R_C0_6/64" dev c0 nodad
+  _tg_ip -n "$NS_R" addr add "$R_C1_4/24" dev c1
+  _tg_ip -n "$NS_R" addr add "$R_C1_6/64" dev c1 nodad
+  _tg_ip -n "$NS_R" addr add "$R_LAN4/24" dev lan0
+  _tg_ip -n "$NS_R" addr add "$R_LAN6/64" dev lan0 nodad
+  _tg_ip -n "$NS_R" addr add "$R_INET4/24" dev inet0
+  _tg_ip -n "$NS_R" addr add "$R_INET6/64" dev inet0 nodad
+  _tg_ip -n "$NS_L" addr add "$LAN4/24" dev eth0
+  _tg_ip -n "$NS_L" addr add "$LAN6/64" dev eth0 nodad
+  local host
+  for host in 10 20 30; do
+    _tg_ip -n "$NS_I" addr add "198.18.0.$host/24" dev eth0
+    _tg_ip -n "$NS_I" addr add "2001:db8:18::$host/64" dev eth0 nodad
+  done
+
+  # Links come up asynchronously (the kernel's link watch); wait before adding IPv6 gateways and
+  # before anyone takes a snapshot.
+  for ns in "$NS_C" "$NS_R" "$NS_L" "$NS_I"; do
+    _tg_poll 10 _tg_settled "$ns" || tg_bail "topology: links of $ns settle within 10 s" \
+      "$(ip -n "$ns" addr show 2>&1)"
+  done
+
+  _tg_ip -n "$NS_C" -4 route add default via "$R_C0_4" dev eth0
+  _tg_ip -n "$NS_C" -6 route add default via "$R_C0_6" dev eth0
+  _tg_ip -n "$NS_L" -4 route add default via "$R_LAN4" dev eth0
+  _tg_ip -n "$NS_L" -6 route add default via "$R_LAN6" dev eth0
+  _tg_ip -n "$NS_I" -4 route add default via "$R_INET4" dev eth0
+  _tg_ip -n "$NS_I" -6 route add default via "$R_INET6" dev eth0
+}
+
+# _tg_kill_ns_pids NS: ends every process in NS (all of them were started by this run, in a namespace
+# only this run knows): SIGTERM first so a tunnel can tear itself down, SIGKILL after 5 s.
+_tg_kill_ns_pids() {
+  local ns=$1 pids
+  pids=$(ip netns pids "$ns" 2>/dev/null) || return 0
+  [ -n "$pids" ] || return 0
+  # shellcheck disable=SC2086 # a list of pids
+  kill -TERM $pids 2>/dev/null
+  _tg_poll 5 _tg_ns_empty "$ns" && return 0
+  pids=$(ip netns pids "$ns" 2>/dev/null)
+  # shellcheck disable=SC2086
+  [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+  _tg_poll 5 _tg_ns_empty "$ns"
+}
+
+# _tg_ns_empty NS: no process lives in NS.
+_tg_ns_empty() {
+  [ -z "$(ip netns pids "$1" 2>/dev/null)" ]
+}
+
+# tg_topology_down: removes every namespace this run made (their veths go with them) after ending the
+# processes in them, and tunnelgate's state directory of each (it lives in the shared /run, keyed by
+# the namespace's inode, which the kernel reuses for later namespaces). Idempotent; safe to call from a
+# trap at any point of tg_topology_up.
+tg_topology_down() {
+  local ns state
+  for ns in "${TG_NAMESPACES[@]}"; do
+    [ -e "/run/netns/$ns" ] || continue
+    _tg_kill_ns_pids "$ns"
+    # Removed while NS still exists (and its processes are gone), so the inode cannot be anyone else's.
+    state=$(tg_state_dir "$ns")
+    [ -n "$state" ] && rm -rf "$state"
+    ip netns del "$ns" 2>/dev/null || echo "# tg_topology_down: ip netns del $ns failed" >&2
+  done
+  TG_NAMESPACES=()
+  if [ -n "$TG_TMP" ] && [ -d "$TG_TMP" ]; then
+    rm -rf "$TG_TMP"
+  fi
+  TG_TMP=""
+}
+
+# tg_trap_cleanup: tear the topology down on every way out of the script (normal end, failure, Ctrl-C,
+# SIGTERM from a timeout).
+# A signal counts as a failed check, so an interrupted scenario still ends with its summary line.
+tg_trap_cleanup() {
+  trap 'tg_topology_down' EXIT
+  trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
+  trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
+}
+
+# --- Tunnelgate ---------------------------------------------------------------------------------------
+
+# tg_require_binary: the scenario needs $TG; without it there is nothing to test (one failed check).
+tg_require_binary() {
+  [ -x "$TG" ] || tg_bail "tunnelgate binary is built at $TG" "build it with: swift build"
+}
+
+# tg_full_tunnel_config FILE [NAME]: the full-tunnel configuration every scenario starts from:
+# everything into the tunnel except $EXCLUDED4/6 and the carrier endpoints.
+tg_full_tunnel_config() {
+  local file=$1 name=${2:-tg0}
+  cat >"$file" <<EOF
+{
+  "name": "$name",
+  "tunnelRemoteAddress": "$CARRIER4",
+  "mtu": 1400,
+  "ipv4Settings": {
+    "addresses": ["10.8.0.2"],
+    "subnetMasks": ["255.255.255.0"],
+    "includedRoutes": ["0.0.0.0/0"],
+    "excludedRoutes": ["$EXCLUDED4/32"]
+  },
+  "ipv6Settings": {
+    "addresses": ["fd00:8::2"],
+    "networkPrefixLengths": [64],
+    "includedRoutes": ["::/0"],
+    "excludedRoutes": ["$EXCLUDED6/128"]
+  },
+  "carrierEndpoints": ["$CARRIER4", "$CARRIER6"],
+  "runtime": {"kind": "none"}
+}
+EOF
+}
+
+# tg_state_dir NS: tunnelgate's state directory for NS (/run/tunnelgate/net-INODE; may not exist).
+tg_state_dir() {
+  local inode
+  inode=$(stat -L -c %i "/run/netns/$1" 2>/dev/null) || return 0
+  echo "/run/tunnelgate/net-$inode"
+}
+
+# tg_tunnel_pids NS: the tunnelgate processes living in NS.
+tg_tunnel_pids() {
+  local pid
+  for pid in $(ip netns pids "$1" 2>/dev/null); do
+    [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$TG")" ] && echo "$pid"
+  done
+  return 0
+}
+
+# tg_no_tunnel_process NS: no tunnelgate process is left in NS (a predicate for wait_for).
+tg_no_tunnel_process() {
+  [ -z "$(tg_tunnel_pids "$1")" ]
+}
+
+# tg_tunnel_table NS FAMILY(4|6): the table that the tunnel's policy rule (`not fwmark M lookup T`)
+# sends lookups to; the first such rule if there are several.
+tg_tunnel_table() {
+  ip -n "$1" "-$2" rule show | sed -n 's/.*not from all fwmark [^ ]* lookup \([^ ]*\).*/\1/p' | head -n 1
+}
+
+# --- Packets that arrive --------------------------------------------------------------------------------
+
+# tg_watch_echo NS ADDR...: counts, in NS's input hook, the echo requests that arrive for each ADDR
+# (an nftables table "tgtest" of NS; read with tg_echo_count).
+tg_watch_echo() {
+  local ns=$1 addr rules=""
+  shift
+  for addr in "$@"; do
+    if [[ $addr == *:* ]]; then
+      rules+="    ip6 daddr $addr icmpv6 type echo-request counter"$'\n'
+    else
+      rules+="    ip daddr $addr icmp type echo-request counter"$'\n'
+    fi
+  done
+  ip netns exec "$ns" nft -f - <<EOT || tg_bail "nft: echo counters in $ns"
+table inet tgtest {
+  chain input {
+    type filter hook input priority 0; policy accept;
+$rules  }
+}
+EOT
+}
+
+# tg_echo_count NS ADDR: how many echo requests for ADDR arrived in NS since tg_watch_echo.
+tg_echo_count() {
+  ip netns exec "$1" nft list chain inet tgtest input 2>/dev/null |
+    awk -v a="$2" '$0 ~ ("daddr " a " ") { for (i = 1; i < NF; i++) if ($i == "packets") print $(i + 1) }' |
+    head -n 1
+}
+
+# tg_re TEXT: TEXT with its dots escaped, for an address inside a regular expression.
+tg_re() {
+  printf '%s' "${1//./\\.}"
+}
+
+# tg_exited PID: PID has exited (gone, or a zombie waiting to be reaped); a predicate for wait_for.
+tg_exited() {
+  [ ! -e "/proc/$1" ] || [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" == Z ]
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# validation: every bad configuration is refused by `validate` (exit 1, one `key.path: reason` line on
+# stderr naming the key) and by `up` (non-zero, the key named, the kernel untouched); `plan` touches
+# nothing; usage errors exit 64 and help exits 0, as the CLI conventions say.
+set -uo pipefail
+# shellcheck source=netns/lib.sh
+. "$(dirname "$0")/../lib.sh"
+tg_trap_cleanup
+tg_require_binary
+tg_topology_up
+
+tgc() { ip netns exec "$NS_C" "$TG" "$@"; }
+
+base=$TG_TMP/base.json
+tg_full_tunnel_config "$base" tg0
+tg_snapshot "$NS_C" "$TG_TMP/before"
+
+# --- Good configurations --------------------------------------------------------------------------------
+tg_run tgc validate "$base"
+check_rc "validate of the full-tunnel config exits 0" 0
+check_eq "validate of the full-tunnel config prints no problem" "" "$TG_ERR"
+v4only=$TG_TMP/v4only-mtu1000.json
+jq 'del(.ipv6Settings) | .mtu = 1000 | .carrierEndpoints = ["'"$CARRIER4"'"]' "$base" >"$v4only"
+tg_run tgc validate "$v4only"
+check_rc "validate of an IPv4-only config with MTU 1000 exits 0 (IPv6's 1280 minimum does not apply)" 0
+
+tg_run tgc plan "$base"
+check_rc "plan exits 0" 0
+check_match "plan names the interface tg0" 'tg0' "$TG_OUT"
+check_match "plan names the address 10.8.0.2" '10\.8\.0\.2' "$TG_OUT"
+check_match "plan names the excluded $EXCLUDED4" "$(tg_re "$EXCLUDED4")" "$TG_OUT"
+check_match "plan names the carrier $CARRIER6" "$(tg_re "$CARRIER6")" "$TG_OUT"
+tg_snapshot "$NS_C" "$TG_TMP/after-plan"
+check_same_snapshot "plan leaves C's kernel state untouched" "$TG_TMP/before" "$TG_TMP/after-plan"
+
+# --- Bad configurations ---------------------------------------------------------------------------------
+# bad NAME KEY_PATH_REGEX JQ_FILTER: the base config changed by JQ_FILTER must be refused, naming the key.
+bad() {
+  local what=$1 key=$2 filter=$3 cfg
+  cfg=$TG_TMP/bad-$(printf '%s' "$what" | tr -c 'A-Za-z0-9' '-').json
+  jq "$filter" "$base" >"$cfg" || tg_bail "jq filter for $what: $filter"
+
+  tg_run tgc validate "$cfg"
+  check_rc "$what: validate exits 1" 1
+  check_match "$what: validate reports '$key: reason' on stderr" "^$key: .+" "$TG_ERR"
+  check_eq "$what: validate reports exactly one problem (one line besides an 'Error: ' header)" 1 \
+    "$(printf '%s\n' "$TG_ERR" | grep -v '^Error: ' | grep -c .)"
+
+  tg_run tgc up "$cfg" --detach
+  check_rc_nonzero "$what: up refuses it"
+  check_match "$what: up's error names $key" "$key" "$TG_ERR"
+  tg_snapshot "$NS_C" "$TG_TMP/after-bad"
+  check_same_snapshot "$what: up left C's kernel state untouched" "$TG_TMP/before" "$TG_TMP/after-bad"
+}
+
+bad "subnet mask 255.0.255.0" 'ipv4Settings\.subnetMasks\[0\]' \
+  '.ipv4Settings.subnetMasks = ["255.0.255.0"]'
+bad "IPv6 prefix length 129" 'ipv6Settings\.networkPrefixLengths\[0\]' \
+  '.ipv6Settings.networkPrefixLengths = [129]'
+bad "two addresses, one mask" 'ipv4Settings\.(subnetMasks|addresses)' \
+  '.ipv4Settings.addresses = ["10.8.0.2", "10.8.0.3"]'
+bad "MTU 500" 'mtu' \
+  '.mtu = 500'
+bad "MTU 1000 with ipv6Settings" 'mtu' \
+  '.mtu = 1000'
+bad "an IPv6 route in ipv4Settings.includedRoutes" 'ipv4Settings\.includedRoutes\[1\]' \
+  '.ipv4Settings.includedRoutes = ["0.0.0.0/0", "::/0"]'
+bad "unknown key ipv4Settings.adresses" 'ipv4Settings\.adresses' \
+  '.ipv4Settings.adresses = ["10.8.0.3"]'
+bad "carrier host no-such-host.invalid" 'carrierEndpoints\[0\]' \
+  '.carrierEndpoints = ["no-such-host.invalid"]'
+bad "interface name longer than 15 bytes" 'name' \
+  '.name = "this-name-is-way-too-long"'
+
+tg_run tgc validate "$TG_TMP/does-not-exist.json"
+check_rc "validate of a missing file exits 1" 1
+check_match "validate of a missing file names the file" 'does-not-exist\.json' "$TG_ERR"
+
+# --- Usage ----------------------------------------------------------------------------------------------
+tg_run tgc
+check_rc "tunnelgate without a subcommand exits 64" 64
+check_match "tunnelgate without a subcommand prints 'Error: ' on stderr" '^Error: ' "$TG_ERR"
+check_match "tunnelgate without a subcommand prints the usage line on stderr" '[Uu]sage' "$TG_ERR"
+tg_run tgc frobnicate
+check_rc "tunnelgate frobnicate exits 64" 64
+check_match "tunnelgate frobnicate names the unknown subcommand" '^Error: .*frobnicate' "$TG_ERR"
+tg_run tgc up
+check_rc "up without a config exits 64" 64
+tg_run tgc --help
+check_rc "--help exits 0" 0
+help=$TG_OUT
+for sub in validate plan up down status; do
+  check_match "--help lists $sub" "(^|[^a-z])$sub([^a-z]|\$)" "$help"
+done
+tg_run tgc -h
+check_eq "-h prints what --help prints" "$help" "$TG_OUT"
+tg_run tgc up --help
+check_rc "up --help exits 0" 0
+up_help=$TG_OUT
+tg_run tgc help up
+check_rc "help up exits 0" 0
+check_eq "help up prints what up --help prints" "$up_help" "$TG_OUT"
+tg_run tgc --version
+check_rc "--version exits 0" 0
+check_match "--version prints a version" '[0-9]+\.[0-9]+' "$TG_OUT"
+
+tg_snapshot "$NS_C" "$TG_TMP/after"
+check_same_snapshot "C's kernel state at the end equals the state at the start" "$TG_TMP/before" "$TG_TMP/after"
+tg_summary
