@@ -25,10 +25,13 @@ let package = Package(
         .target(name: "Netlink", dependencies: ["CMnl", "LinuxSystem", "TunnelgateSettings"]),
         // plan -> journal -> apply -> verify -> teardown, state directory, the tunnel's lifetime.
         .target(name: "Gateway", dependencies: ["Netlink", "LinuxSystem", "TunnelgateSettings"]),
+        // DNS from NEDNSSettings: resolv.conf backends (namespace, host), systemd-resolved, split-DNS forwarder.
+        .target(name: "DNSConfig", dependencies: ["LinuxSystem", "TunnelgateSettings"]),
         .executableTarget(name: "tunnelgate", dependencies: ["Gateway", "TunnelgateSettings"]),
 
         .testTarget(name: "TunnelgateSettingsTests", dependencies: ["TunnelgateSettings"]),
         .testTarget(name: "NetlinkTests", dependencies: ["Netlink", "LinuxSystem"]),
+        .testTarget(name: "DNSConfigTests", dependencies: ["DNSConfig"]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Netlink"]),
     ]
 )

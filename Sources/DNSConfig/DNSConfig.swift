@@ -1,0 +1,1 @@
+// The DNS module: see docs/architecture.md.
