@@ -23,8 +23,10 @@ let package = Package(
         .target(name: "TunnelgateSettings"),
         // rtnetlink over libmnl: links, addresses, routes, rules; batched, every ack checked.
         .target(name: "Netlink", dependencies: ["CMnl", "LinuxSystem", "TunnelgateSettings"]),
+        // nftables over libnftnl: one inet table per tunnel, one atomic batch per change.
+        .target(name: "Nftables", dependencies: ["CNftnl", "CMnl", "LinuxSystem", "TunnelgateSettings"]),
         // plan -> journal -> apply -> verify -> teardown, state directory, the tunnel's lifetime.
-        .target(name: "Gateway", dependencies: ["Netlink", "LinuxSystem", "TunnelgateSettings"]),
+        .target(name: "Gateway", dependencies: ["Netlink", "Nftables", "DNSConfig", "LinuxSystem", "TunnelgateSettings"]),
         // DNS from NEDNSSettings: resolv.conf backends (namespace, host), systemd-resolved, split-DNS forwarder.
         .target(name: "DNSConfig", dependencies: ["LinuxSystem", "TunnelgateSettings"]),
         .executableTarget(name: "tunnelgate", dependencies: ["Gateway", "TunnelgateSettings"]),
@@ -32,6 +34,7 @@ let package = Package(
         .testTarget(name: "TunnelgateSettingsTests", dependencies: ["TunnelgateSettings"]),
         .testTarget(name: "NetlinkTests", dependencies: ["Netlink", "LinuxSystem"]),
         .testTarget(name: "DNSConfigTests", dependencies: ["DNSConfig"]),
+        .testTarget(name: "NftablesTests", dependencies: ["Nftables", "LinuxSystem"]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Netlink"]),
     ]
 )

@@ -1,6 +1,7 @@
 import Glibc
 import LinuxSystem
 import Netlink
+import Nftables
 import TunnelgateSettings
 
 /// The engine: plan → journal → apply → verify, and teardown, for the
@@ -9,6 +10,8 @@ import TunnelgateSettings
 public final class Gateway {
     public let state: StateDirectory
     public let netlink: NetlinkSocket
+    /// The netfilter socket, opened on first use (only tunnels with a firewall need it).
+    public private(set) lazy var nftables: NftablesSocket? = try? NftablesSocket()
     /// Where progress lines go (stderr for the command; nil to stay quiet).
     public var log: ((String) -> Void)?
 
@@ -80,7 +83,7 @@ public final class Gateway {
             throw GatewayError.alreadyRunning(name: name, pid: TunnelRecord.read(from: state.statePath(name))?.pid)
         }
         do throws(GatewayError) {
-            try removeResidue(name)
+            try removeResidue(name, keepFirewall: settings.includeAllNetworks)
             // Slot choice and creation are serialised across this namespace.
             guard let allocation = try system({ () throws(SystemCallError) in try FileLock.acquire(state.allocationLockPath, timeout: 10) }) else {
                 throw GatewayError.system(SystemCallError("flock(\(state.allocationLockPath))", .busy))
@@ -123,6 +126,21 @@ public final class Gateway {
         } catch {
             let rolledBack = (try? teardown(name: name, tun: tun)) != nil
             throw .apply(error, rolledBack: rolledBack)
+        }
+        if let table = plan.firewall {
+            do throws(SystemCallError) { try journal.record(nftTable: table.name) } catch {
+                _ = try? teardown(name: name, tun: tun)
+                throw .system(error)
+            }
+            let socket: NftablesSocket
+            do throws(GatewayError) { socket = try nft() } catch {
+                _ = try? teardown(name: name, tun: tun)
+                throw error
+            }
+            do throws(NftablesError) { try socket.replace(table) } catch {
+                let rolledBack = (try? teardown(name: name, tun: tun)) != nil
+                throw .firewall(error, rolledBack: rolledBack)
+            }
         }
         let problems = verify(plan, interfaceIndex: tun.index)
         if !problems.isEmpty {
@@ -182,12 +200,46 @@ public final class Gateway {
         } catch {
             problems.append("reading back: \(error)")
         }
+        if let table = plan.firewall {
+            problems += verifyFirewall(table)
+        }
         return problems
+    }
+
+    /// Reads the nftables table back: present, marked, every rule there.
+    public func verifyFirewall(_ table: NftTable) -> [String] {
+        do {
+            let nft = try nft()
+            guard let found = try nft.tables().first(where: { $0.name == table.name }) else {
+                return ["nftables table inet \(table.name) is missing"]
+            }
+            if found.comment != table.comment { return ["nftables table inet \(table.name) is not marked as Tunnelgate's"] }
+            let rules = try nft.rules(table: table.name)
+            if rules.count != table.ruleCount {
+                return ["nftables table inet \(table.name) has \(rules.count) rules, not \(table.ruleCount)"]
+            }
+            return []
+        } catch {
+            return ["reading back nftables: \(error)"]
+        }
     }
 
     static func sameRule(_ a: RuleSpec, _ b: RuleSpec) -> Bool {
         a.family == b.family && a.priority == b.priority && a.table == b.table
             && (a.fwmark ?? 0) == (b.fwmark ?? 0) && a.invert == b.invert
+            && a.suppressPrefixLength == b.suppressPrefixLength
+    }
+
+    /// Rules that belong to a slot: its table or its priorities, with Tunnelgate's marker.
+    static func ownRule(_ r: RuleSpec, _ slot: TunnelSlot) -> Bool {
+        r.protocolID == tunnelgateRouteProtocol && (r.table == slot.table || slot.priorities.contains(r.priority))
+    }
+
+    func nft() throws(GatewayError) -> NftablesSocket {
+        guard let nftables else {
+            throw GatewayError.system(SystemCallError("socket(AF_NETLINK, NETLINK_NETFILTER)", .current))
+        }
+        return nftables
     }
 
     // MARK: - Teardown
@@ -197,7 +249,7 @@ public final class Gateway {
     /// kernel holds none of it. `tun`, when given, is closed after its
     /// interface is deleted. Returns false when there was nothing to remove.
     @discardableResult
-    public func teardown(name: String, tun: TunDevice?) throws(GatewayError) -> Bool {
+    public func teardown(name: String, tun: TunDevice?, keepFirewall: Bool = false) throws(GatewayError) -> Bool {
         let journal: JournalContents?
         do { journal = try Journal.read(path: state.journalPath(name)) } catch { throw .system(error) }
         guard let journal else {
@@ -216,8 +268,7 @@ public final class Gateway {
             var rules = journal.rules
             for family in IPFamily.allCases {
                 for r in try netlink.rules(family: family)
-                where r.spec.table == slot.table && r.spec.protocolID == tunnelgateRouteProtocol
-                    && !rules.contains(where: { Self.sameRule($0, r.spec) }) {
+                where Self.ownRule(r.spec, slot) && !rules.contains(where: { Self.sameRule($0, r.spec) }) {
                     rules.append(r.spec)
                 }
             }
@@ -244,11 +295,32 @@ public final class Gateway {
             do throws(NetlinkBatchError) { try netlink.execute(routes.map { .deleteRoute($0) }, tolerating: tolerated) }
             catch { failures += error.failures.map(\.error.description) }
 
+            // The kill switch goes last: until now it kept the host from leaking.
+            if !keepFirewall {
+                do throws(GatewayError) {
+                    let nft = try nft()
+                    var names = journal.nftTables
+                    let marked = Firewall.tableName(journal.name)
+                    if !names.contains(marked),
+                       (try? nft.tables())?.contains(where: { $0.name == marked && $0.comment == "tunnelgate:\(journal.name)" }) == true {
+                        names.append(marked)
+                    }
+                    for table in names {
+                        do throws(NftablesError) { try nft.delete(table: table) } catch { failures.append(error.description) }
+                        if (try? nft.tables())?.contains(where: { $0.name == table }) != false {
+                            failures.append("nftables table inet \(table) remains")
+                        }
+                    }
+                } catch {
+                    failures.append(error.description)
+                }
+            }
+
             // Read back: nothing of ours may remain.
             for family in IPFamily.allCases {
                 let left = try netlink.routes(family: family, table: slot.table).filter { $0.protocolID == tunnelgateRouteProtocol }
                 if !left.isEmpty { failures.append("\(left.count) \(family) routes remain in table \(slot.table)") }
-                let leftRules = try netlink.rules(family: family).filter { $0.spec.table == slot.table && $0.spec.protocolID == tunnelgateRouteProtocol }
+                let leftRules = try netlink.rules(family: family).filter { Self.ownRule($0.spec, slot) }
                 if !leftRules.isEmpty { failures.append("\(leftRules.count) \(family) rules for table \(slot.table) remain") }
             }
             for linkName in journal.links where try netlink.link(named: linkName)?.kind == "tun" {
@@ -264,11 +336,13 @@ public final class Gateway {
         return true
     }
 
-    /// Removes what a dead owner of `name` left behind. The caller holds the name lock.
-    func removeResidue(_ name: String) throws(GatewayError) {
+    /// Removes what a dead owner of `name` left behind. The caller holds the
+    /// name lock. `keepFirewall` leaves a kill switch in place for the next
+    /// run to replace atomically, so the host is never unprotected between.
+    func removeResidue(_ name: String, keepFirewall: Bool = false) throws(GatewayError) {
         guard FileSystem.exists(state.journalPath(name)) else { return }
-        log?("removing what an earlier run of \(name) left behind")
-        try teardown(name: name, tun: nil)
+        log?("removing what an earlier run of \(name) left behind\(keepFirewall ? " (its kill switch stays until replaced)" : "")")
+        try teardown(name: name, tun: nil, keepFirewall: keepFirewall)
     }
 
     // MARK: - Down

@@ -1,5 +1,6 @@
 import LinuxSystem
 import Netlink
+import Nftables
 import TunnelgateSettings
 
 /// Why the engine could not do what it was asked. Each case reads as one
@@ -14,6 +15,7 @@ public enum GatewayError: Error, CustomStringConvertible {
     case netlink(NetlinkError)
     case apply(NetlinkBatchError, rolledBack: Bool)
     case verification([String], rolledBack: Bool)
+    case firewall(NftablesError, rolledBack: Bool)
     case stopTimeout(name: String, pid: Int32)
     case residue(name: String, [String])
 
@@ -34,6 +36,8 @@ public enum GatewayError: Error, CustomStringConvertible {
         case .verification(let problems, let rolledBack):
             return "the kernel state does not match the plan after applying:\n" + problems.prefix(10).joined(separator: "\n")
                 + (rolledBack ? "\neverything applied was rolled back" : "")
+        case .firewall(let e, let rolledBack):
+            return "applying the kill switch failed: \(e)" + (rolledBack ? "\neverything applied was rolled back" : "")
         case .stopTimeout(let name, let pid):
             return "tunnel \(name) (pid \(pid)) did not stop in time"
         case .residue(let name, let problems):

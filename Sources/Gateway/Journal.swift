@@ -14,6 +14,7 @@ import TunnelgateSettings
 ///   link NAME                      a TUN interface
 ///   route TABLE unicast|throw PREFIX [via GATEWAY]
 ///   rule 4|6 PRIORITY TABLE FWMARK INVERT
+///   nft inet TABLE                 an nftables table (the kill switch)
 ///   committed                      applied and verified
 public struct JournalContents: Sendable, Equatable {
     public var name: String
@@ -21,6 +22,7 @@ public struct JournalContents: Sendable, Equatable {
     public var links: [String] = []
     public var routes: [RouteSpec] = []
     public var rules: [RuleSpec] = []
+    public var nftTables: [String] = []
     public var committed = false
 }
 
@@ -58,9 +60,14 @@ public final class Journal {
             lines.append(line)
         }
         for r in rules {
-            lines.append("rule \(r.family == .ipv4 ? 4 : 6) \(r.priority) \(r.table) \(r.fwmark ?? 0) \(r.invert ? 1 : 0)")
+            lines.append("rule \(r.family == .ipv4 ? 4 : 6) \(r.priority) \(r.table) \(r.fwmark ?? 0) \(r.invert ? 1 : 0)"
+                         + (r.suppressPrefixLength.map { " suppress \($0)" } ?? ""))
         }
         try append(lines)
+    }
+
+    public func record(nftTable name: String) throws(SystemCallError) {
+        try append(["nft inet \(name)"])
     }
 
     public func recordCommitted() throws(SystemCallError) {
@@ -86,10 +93,13 @@ public final class Journal {
                 let gateway = f.count == 6 ? IPAddress(f[5]) : nil
                 contents?.routes.append(RouteSpec(destination: prefix, type: f[2] == "throw" ? .throw : .unicast,
                                                   table: table, gateway: gateway))
-            case "rule" where f.count == 6:
+            case "rule" where f.count == 6 || f.count == 8:
                 guard let priority = UInt32(f[2]), let table = UInt32(f[3]), let mark = UInt32(f[4]) else { continue }
                 contents?.rules.append(RuleSpec(family: f[1] == "6" ? .ipv6 : .ipv4, priority: priority, table: table,
-                                                fwmark: mark, fwmask: 0xffff_ffff, invert: f[5] == "1"))
+                                                fwmark: mark == 0 ? nil : mark, fwmask: mark == 0 ? nil : 0xffff_ffff,
+                                                invert: f[5] == "1", suppressPrefixLength: f.count == 8 ? UInt32(f[7]) : nil))
+            case "nft" where f.count == 3 && f[1] == "inet":
+                contents?.nftTables.append(f[2])
             case "committed":
                 contents?.committed = true
             default:

@@ -1,4 +1,5 @@
 import Netlink
+import Nftables
 import TunnelgateSettings
 
 /// The kernel objects a tunnel wants, in the order they are made. Built
@@ -16,6 +17,9 @@ public struct TunnelPlan: Sendable {
         self.carrierAddresses = carrierAddresses
         self.routing = RoutingIntent(settings: settings, carrierAddresses: carrierAddresses)
     }
+
+    /// The nftables table (kill switch), when the settings ask for one.
+    public var firewall: NftTable? { Firewall.table(for: self) }
 
     public var interfaceName: String { settings.name }
     public var mtu: Int { settings.effectiveMTU }
@@ -42,10 +46,12 @@ public struct TunnelPlan: Sendable {
 
     /// One rule per routed family: everything not carrying the tunnel's mark looks up T.
     public var rules: [RuleSpec] {
-        routing.families.filter(\.isActive).map {
-            RuleSpec(family: $0.family, priority: slot.lookupPriority, table: slot.table,
-                     fwmark: slot.fwmark, fwmask: 0xffff_ffff, invert: true)
+        var rules: [RuleSpec] = []
+        for family in routing.families where family.isActive {
+            rules.append(RuleSpec(family: family.family, priority: slot.lookupPriority, table: slot.table,
+                                  fwmark: slot.fwmark, fwmask: 0xffff_ffff, invert: true))
         }
+        return rules
     }
 
     /// Everything after the TUN is created, in one netlink batch: the link
@@ -78,11 +84,14 @@ public struct TunnelPlan: Sendable {
         for family in routing.families where !family.isActive {
             lines.append("# \(family.family): no included routes; the tunnel routes no \(family.family) traffic")
         }
-        if settings.dnsSettings != nil {
-            lines.append("# dnsSettings: validated; not applied by this version (see docs/configuration.md)")
+        if let table = firewall {
+            lines.append("nft add table inet \(table.name)   # kill switch: \(table.ruleCount) rules, stays until `tunnelgate down \(interfaceName)`")
+            for chain in table.chains {
+                lines.append("nft add chain inet \(table.name) \(chain.name) { type \(chain.kind.rawValue) hook \(chain.hook) priority \(chain.priority); policy \(chain.policy); }   # \(chain.rules.count) rules")
+            }
         }
-        if settings.includeAllNetworks || settings.excludeLocalNetworks {
-            lines.append("# includeAllNetworks/excludeLocalNetworks: validated; not enforced by this version (see docs/configuration.md)")
+        if settings.dnsSettings != nil {
+            lines.append("# dnsSettings: applied through the DNS backend detected at up")
         }
         lines.append("# runtime: none (packets read from \(interfaceName) are counted and dropped)")
         return lines

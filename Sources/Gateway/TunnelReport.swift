@@ -32,6 +32,9 @@ public struct TunnelReport: Codable, Sendable {
     public var counters: PacketCounters?
     /// The kernel's counters for the TUN interface (tx: host → tunnel).
     public var interfaceCounters: KernelCounters?
+    /// True while the tunnel's nftables kill switch is in the kernel (also
+    /// after its process died: it stays until `down`).
+    public var killSwitch: Bool = false
     /// Set when the owner died and left kernel state that `down` will remove.
     public var residue: Bool = false
 }
@@ -77,14 +80,16 @@ extension Gateway {
                                                      txBytes: s.txBytes, rxBytes: s.rxBytes)
                 }
             }
+            report.killSwitch = (try? nftables?.tables())??.contains {
+                $0.name == Firewall.tableName(name) && $0.comment == "tunnelgate:\(name)"
+            } ?? false
             for family in IPFamily.allCases {
                 var counts = TunnelReport.RouteCounts()
                 for r in try netlink.routes(family: family, table: slot.table) where r.protocolID == tunnelgateRouteProtocol {
                     if r.type == .throw { counts.excluded += 1 } else { counts.included += 1 }
                 }
                 if family == .ipv4 { report.ipv4Routes = counts } else { report.ipv6Routes = counts }
-                report.rules += try netlink.rules(family: family)
-                    .filter { $0.spec.table == slot.table && $0.spec.protocolID == tunnelgateRouteProtocol }.count
+                report.rules += try netlink.rules(family: family).filter { Self.ownRule($0.spec, slot) }.count
             }
         } catch {
             throw .netlink(error)

@@ -1,4 +1,5 @@
 import CMnl
+import LinuxSystem
 import Glibc
 import TunnelgateSettings
 

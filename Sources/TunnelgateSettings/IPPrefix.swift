@@ -42,7 +42,7 @@ public struct IPPrefix: Hashable, Sendable, Comparable, CustomStringConvertible 
         other.family == family && other.length >= length && contains(other.address)
     }
 
-    static func mask(_ address: IPAddress, _ length: Int) -> IPAddress {
+    public static func mask(_ address: IPAddress, _ length: Int) -> IPAddress {
         switch address {
         case .v4(let a):
             let m: UInt32 = length == 0 ? 0 : ~UInt32(0) << (32 - length)

@@ -58,18 +58,29 @@ public struct RoutingIntent: Sendable, Equatable {
     public var ipv4: FamilyRouting
     public var ipv6: FamilyRouting
 
+    /// What `excludeLocalNetworks` keeps off the tunnel: RFC 1918, link-local,
+    /// multicast and limited broadcast; link-local, unique local and multicast.
+    public static let localNetworks: [IPFamily: [IPPrefix]] = [
+        .ipv4: ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "224.0.0.0/4", "255.255.255.255/32"].map { IPPrefix($0)! },
+        .ipv6: ["fe80::/10", "fc00::/7", "ff00::/8"].map { IPPrefix($0)! },
+    ]
+
     public var families: [FamilyRouting] { [ipv4, ipv6] }
 
     public init(settings: TunnelSettings, carrierAddresses: [IPAddress]) {
-        ipv4 = Self.compute(.ipv4, included: settings.ipv4Settings?.includedRoutes ?? [],
+        // The tunnel's DNS servers are reached through the tunnel, as on iOS.
+        let dns = (settings.dnsSettings?.servers ?? []).map { Route(destination: IPPrefix(address: $0, length: $0.family.bitWidth)!) }
+        ipv4 = Self.compute(.ipv4, included: (settings.ipv4Settings?.includedRoutes ?? []) + dns.filter { $0.destination.family == .ipv4 },
                             excluded: settings.ipv4Settings?.excludedRoutes.map(\.destination) ?? [],
+                            local: settings.excludeLocalNetworks ? Self.localNetworks[.ipv4]! : [],
                             carriers: carrierAddresses)
-        ipv6 = Self.compute(.ipv6, included: settings.ipv6Settings?.includedRoutes ?? [],
+        ipv6 = Self.compute(.ipv6, included: (settings.ipv6Settings?.includedRoutes ?? []) + dns.filter { $0.destination.family == .ipv6 },
                             excluded: settings.ipv6Settings?.excludedRoutes.map(\.destination) ?? [],
+                            local: settings.excludeLocalNetworks ? Self.localNetworks[.ipv6]! : [],
                             carriers: carrierAddresses)
     }
 
-    static func compute(_ family: IPFamily, included: [Route], excluded: [IPPrefix],
+    static func compute(_ family: IPFamily, included: [Route], excluded: [IPPrefix], local: [IPPrefix] = [],
                         carriers: [IPAddress]) -> FamilyRouting {
         let carrierPrefixes = carriers.filter { $0.family == family }.map {
             IPPrefix(address: $0, length: family.bitWidth)!
@@ -80,7 +91,13 @@ public struct RoutingIntent: Sendable, Equatable {
             excludedList.append(prefix)
         }
         // A tie (the same prefix included and excluded) goes to the exclusion.
-        let kept = included.filter { !excludedSet.contains($0.destination) }
+        var seenIncluded = Set<IPPrefix>()
+        let kept = included.filter { !excludedSet.contains($0.destination) && seenIncluded.insert($0.destination).inserted }
+        // Local networks are excluded as a class, so a prefix the settings
+        // include explicitly still goes through the tunnel.
+        for prefix in local where !seenIncluded.contains(prefix) && excludedSet.insert(prefix).inserted {
+            excludedList.append(prefix)
+        }
         // Without any inclusion the family is not routed at all, so its
         // exclusions have nothing to punch holes in.
         if kept.isEmpty {

@@ -181,6 +181,7 @@ extension CommandLine {
             lines.append("  routes (table \(t)): IPv4 \(r.ipv4Routes.included) included, \(r.ipv4Routes.excluded) excluded; "
                          + "IPv6 \(r.ipv6Routes.included) included, \(r.ipv6Routes.excluded) excluded; \(r.rules) rules")
         }
+        if r.killSwitch { lines.append("  kill switch: on (nftables table inet tunnelgate-\(r.name)); nothing leaves but the tunnel, the carriers and loopback") }
         if let c = r.counters {
             lines.append("  packets from host: \(c.packetsFromHost) (\(c.bytesFromHost) bytes), to host: \(c.packetsToHost) (\(c.bytesToHost) bytes)")
             lines.append("  dropped: \(c.droppedNoRuntime) no runtime, \(c.droppedNotIP) not IP, \(c.droppedOverMTU) over MTU")

@@ -1,0 +1,85 @@
+import Netlink
+import Nftables
+import TunnelgateSettings
+
+/// The nftables table of a tunnel: `inet tunnelgate-NAME`. It exists when
+/// `includeAllNetworks` is set (the kill switch) or when the tunnel forwards
+/// for others; every rule's comment starts with `tunnelgate:NAME`, the marker
+/// teardown and recovery go by.
+public enum Firewall {
+    public static func tableName(_ tunnel: String) -> String { "tunnelgate-\(tunnel)" }
+
+    static let localIPv4 = RoutingIntent.localNetworks[.ipv4]!
+    static let localIPv6 = RoutingIntent.localNetworks[.ipv6]!
+    /// Router and neighbour solicitation/advertisement: IPv6 cannot reach
+    /// even its carrier or gateway without them.
+    static let neighbourDiscovery: [UInt8] = [133, 134, 135, 136]
+
+    static let dnsPorts: [UInt16] = [53, 853]
+
+    /// The table for a plan, or nil when the tunnel needs none.
+    public static func table(for plan: TunnelPlan) -> NftTable? {
+        let s = plan.settings
+        guard s.includeAllNetworks else { return nil }
+        let name = s.name
+        let tag = "tunnelgate:\(name)"
+        func rule(_ m: [NftMatch], _ v: NftVerdict, _ why: String) -> NftRule { NftRule(m, v, comment: "\(tag) \(why)") }
+        let carriers = plan.carrierAddresses
+        let dnsServers = s.dnsSettings?.servers ?? []
+        let sets = [
+            NftSet(name: "carriers4", family: .ipv4, elements: carriers.filter { $0.family == .ipv4 }),
+            NftSet(name: "carriers6", family: .ipv6, elements: carriers.filter { $0.family == .ipv6 }),
+            NftSet(name: "dns4", family: .ipv4, elements: dnsServers.filter { $0.family == .ipv4 }),
+            NftSet(name: "dns6", family: .ipv6, elements: dnsServers.filter { $0.family == .ipv6 }),
+        ]
+
+        var output: [NftRule] = [rule([.outputInterface("lo")], .accept, "loopback")]
+        // DNS reaches only the tunnel's servers, and only through the tunnel.
+        for proto: UInt8 in [17, 6] {
+            for port in dnsPorts {
+                for family in IPFamily.allCases {
+                    output.append(rule([.outputInterface(name), .destinationInSet(family == .ipv4 ? "dns4" : "dns6", family),
+                                        .transport(protocolNumber: proto, destinationPort: port)], .accept, "dns via tunnel"))
+                }
+                output.append(rule([.transport(protocolNumber: proto, destinationPort: port)], .drop, "dns elsewhere"))
+            }
+        }
+        output.append(rule([.outputInterface(name)], .accept, "tunnel"))
+        output.append(rule([.destinationInSet("carriers4", .ipv4)], .accept, "carrier"))
+        output.append(rule([.destinationInSet("carriers6", .ipv6)], .accept, "carrier"))
+        for type in neighbourDiscovery {
+            output.append(rule([.icmpv6Type(type)], .accept, "neighbour discovery"))
+        }
+        if s.excludeLocalNetworks {
+            for p in localIPv4 + localIPv6 { output.append(rule([.destination(p)], .accept, "local network")) }
+        }
+        output.append(rule([], .drop, "blocked"))
+
+        var input: [NftRule] = [
+            rule([.inputInterface("lo")], .accept, "loopback"),
+            rule([.inputInterface(name)], .accept, "tunnel"),
+            rule([.establishedOrRelated], .accept, "replies"),
+            rule([.sourceInSet("carriers4", .ipv4)], .accept, "carrier"),
+            rule([.sourceInSet("carriers6", .ipv6)], .accept, "carrier"),
+        ]
+        for type in neighbourDiscovery { input.append(rule([.icmpv6Type(type)], .accept, "neighbour discovery")) }
+        // DHCPv4 replies come from addresses not yet known to be local.
+        input.append(rule([.transport(protocolNumber: 17, destinationPort: 68)], .accept, "dhcp"))
+        if s.excludeLocalNetworks {
+            for p in localIPv4 + localIPv6 { input.append(rule([.source(p)], .accept, "local network")) }
+        }
+        input.append(rule([], .drop, "blocked"))
+
+        let forward: [NftRule] = [
+            rule([.outputInterface(name)], .accept, "into the tunnel"),
+            rule([.inputInterface(name), .establishedOrRelated], .accept, "replies from the tunnel"),
+            rule([], .drop, "blocked"),
+        ]
+
+        return NftTable(name: tableName(name), comment: tag, sets: sets, chains: [
+            NftChain(name: "output", hook: .output, priority: 0, policy: .drop, rules: output),
+            NftChain(name: "input", hook: .input, priority: 0, policy: .drop, rules: input),
+            NftChain(name: "forward", hook: .forward, priority: 0, policy: .drop, rules: forward),
+        ])
+    }
+}
