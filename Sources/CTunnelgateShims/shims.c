@@ -88,3 +88,5 @@ done:
 }
 
 int CTunnelgateShims_unshare_network(void) { return unshare(CLONE_NEWNET); }
+
+int CTunnelgateShims_setns_network(int fd) { return setns(fd, CLONE_NEWNET); }

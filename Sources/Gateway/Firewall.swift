@@ -20,11 +20,12 @@ public enum Firewall {
     /// The table for a plan, or nil when the tunnel needs none.
     public static func table(for plan: TunnelPlan) -> NftTable? {
         let s = plan.settings
-        guard s.includeAllNetworks else { return nil }
+        guard s.includeAllNetworks || plan.isolatedIn != nil else { return nil }
+        // In isolate mode the carriers are reached from the caller's namespace, not from this one.
+        let carriers = plan.isolatedIn == nil ? plan.carrierAddresses : []
         let name = s.name
         let tag = "tunnelgate:\(name)"
         func rule(_ m: [NftMatch], _ v: NftVerdict, _ why: String) -> NftRule { NftRule(m, v, comment: "\(tag) \(why)") }
-        let carriers = plan.carrierAddresses
         let dnsServers = s.dnsSettings?.servers ?? []
         let sets = [
             NftSet(name: "carriers4", family: .ipv4, elements: carriers.filter { $0.family == .ipv4 }),

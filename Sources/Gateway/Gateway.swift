@@ -10,19 +10,46 @@ import TunnelgateSettings
 public final class Gateway {
     public let state: StateDirectory
     public let netlink: NetlinkSocket
-    /// The netfilter socket, opened on first use (only tunnels with a firewall need it).
-    public private(set) lazy var nftables: NftablesSocket? = try? NftablesSocket()
+    /// The netfilter socket of the tunnel's namespace.
+    public let nftables: NftablesSocket?
+    /// Set in isolate mode (`--netns NS`): the namespace the TUN is moved
+    /// into and configured in, while this process, its TUN descriptor and a
+    /// runtime's carrier sockets stay in the caller's namespace.
+    public let isolatedNamespace: NetworkNamespace?
+    /// A netlink socket in the caller's namespace, to move the TUN out of it.
+    private let callerNetlink: NetlinkSocket?
     /// Where progress lines go (stderr for the command; nil to stay quiet).
     public var log: ((String) -> Void)?
 
     /// An engine for the calling thread's network namespace. `readOnly`
     /// engines (plan, status) do not create the state directory.
-    public init(readOnly: Bool = false) throws(GatewayError) {
+    ///
+    /// With `namespace`, the engine acts in that namespace (isolate mode):
+    /// its sockets and state directory are the namespace's.
+    public init(readOnly: Bool = false, namespace: NetworkNamespace? = nil) throws(GatewayError) {
+        isolatedNamespace = namespace
         do {
-            state = try StateDirectory(create: !readOnly)
-            netlink = try NetlinkSocket()
+            if let namespace {
+                (state, netlink, nftables) = try Self.unwrap(namespace.perform { () throws(SystemCallError) in
+                    (try StateDirectory(create: !readOnly), try NetlinkSocket(), try? NftablesSocket())
+                })
+                callerNetlink = readOnly ? nil : try NetlinkSocket()
+            } else {
+                state = try StateDirectory(create: !readOnly)
+                netlink = try NetlinkSocket()
+                nftables = try? NftablesSocket()
+                callerNetlink = nil
+            }
         } catch {
             throw .system(error)
+        }
+    }
+
+    private static func unwrap<T>(_ body: @autoclosure () throws(NamespaceError<SystemCallError>) -> T) throws(SystemCallError) -> T {
+        do { return try body() } catch {
+            switch error {
+            case .enter(let e), .body(let e): throw e
+            }
         }
     }
 
@@ -33,7 +60,8 @@ public final class Gateway {
         let carriers: [IPAddress]
         do { carriers = try settings.resolveCarrierEndpoints(using: resolver) } catch { throw .configuration(error) }
         let slot = try freeSlot(for: settings.name)
-        return TunnelPlan(settings: settings, slot: slot, carrierAddresses: carriers)
+        return TunnelPlan(settings: settings, slot: slot, carrierAddresses: carriers,
+                          isolatedIn: isolatedNamespace?.name)
     }
 
     /// The slot the name already holds (residue of a crash), or the lowest
@@ -91,6 +119,9 @@ public final class Gateway {
             defer { allocation.release() }
             let plan = try self.plan(settings, resolver: resolver)
             if try netlinkCall({ () throws(NetlinkError) in try netlink.link(named: name) }) != nil { throw GatewayError.interfaceExists(name) }
+            if let callerNetlink, try netlinkCall({ () throws(NetlinkError) in try callerNetlink.link(named: name) }) != nil {
+                throw GatewayError.interfaceExists(name)
+            }
             return try apply(plan, lock: lock, configPath: configPath)
         } catch {
             lock.releaseAndRemove()
@@ -101,7 +132,8 @@ public final class Gateway {
     private func apply(_ plan: TunnelPlan, lock: FileLock, configPath: String?) throws(GatewayError) -> ActiveTunnel {
         let name = plan.interfaceName
         var record = TunnelRecord(name: name, pid: ProcessControl.id, status: .connecting, slot: plan.slot.index,
-                                  configPath: configPath, since: ProcessControl.monotonicSeconds())
+                                  configPath: configPath, since: ProcessControl.monotonicSeconds(),
+                                  isolatedIn: plan.isolatedIn)
         let journal: Journal
         let tun: TunDevice
         do {
@@ -113,9 +145,27 @@ public final class Gateway {
             _ = try? teardown(name: name, tun: nil)
             throw .system(error)
         }
-        let ops = plan.operations(interfaceIndex: tun.index)
+        var interfaceIndex = tun.index
+        if let namespace = isolatedNamespace, let callerNetlink {
+            // Isolate mode: the TUN was made here, where its descriptor lives; its
+            // interface moves into the namespace and is configured there.
+            do throws(GatewayError) {
+                do throws(NetlinkBatchError) {
+                    try callerNetlink.execute([.moveLink(index: tun.index, name: name, namespace: namespace.descriptor.rawValue,
+                                                         namespaceName: namespace.name)])
+                } catch { throw GatewayError.apply(error, rolledBack: false) }
+                guard let moved = try netlinkCall({ () throws(NetlinkError) in try netlink.link(named: name) }) else {
+                    throw GatewayError.verification(["link \(name) did not arrive in namespace \(namespace.name ?? "")"], rolledBack: false)
+                }
+                interfaceIndex = moved.index
+            } catch {
+                _ = try? teardown(name: name, tun: tun)
+                throw error
+            }
+        }
+        let ops = plan.operations(interfaceIndex: interfaceIndex)
         do {
-            try journal.record(routes: plan.routes(interfaceIndex: tun.index), rules: plan.rules)
+            try journal.record(routes: plan.routes(interfaceIndex: interfaceIndex), rules: plan.rules)
         } catch {
             _ = try? teardown(name: name, tun: tun)
             throw .system(error)
@@ -142,7 +192,7 @@ public final class Gateway {
                 throw .firewall(error, rolledBack: rolledBack)
             }
         }
-        let problems = verify(plan, interfaceIndex: tun.index)
+        let problems = verify(plan, interfaceIndex: interfaceIndex)
         if !problems.isEmpty {
             let rolledBack = (try? teardown(name: name, tun: tun)) != nil
             throw .verification(problems, rolledBack: rolledBack)
@@ -155,7 +205,7 @@ public final class Gateway {
             _ = try? teardown(name: name, tun: tun)
             throw .system(error)
         }
-        return ActiveTunnel(plan: plan, tun: tun, lock: lock, record: record, gateway: self)
+        return ActiveTunnel(plan: plan, tun: tun, interfaceIndex: interfaceIndex, lock: lock, record: record, gateway: self)
     }
 
     // MARK: - Verify
@@ -398,14 +448,17 @@ func netlinkCall<T>(_ body: () throws(NetlinkError) -> T) throws(GatewayError) -
 public final class ActiveTunnel {
     public let plan: TunnelPlan
     public let tun: TunDevice
+    /// The interface's index in the namespace it is configured in.
+    public let interfaceIndex: Int32
     public private(set) var record: TunnelRecord
     private let lock: FileLock
     private unowned let gateway: Gateway
     private var stopped = false
 
-    init(plan: TunnelPlan, tun: TunDevice, lock: FileLock, record: TunnelRecord, gateway: Gateway) {
+    init(plan: TunnelPlan, tun: TunDevice, interfaceIndex: Int32, lock: FileLock, record: TunnelRecord, gateway: Gateway) {
         self.plan = plan
         self.tun = tun
+        self.interfaceIndex = interfaceIndex
         self.lock = lock
         self.record = record
         self.gateway = gateway

@@ -11,7 +11,13 @@ public struct TunnelPlan: Sendable {
     public var carrierAddresses: [IPAddress]
     public var routing: RoutingIntent
 
-    public init(settings: TunnelSettings, slot: TunnelSlot, carrierAddresses: [IPAddress]) {
+    /// Isolate mode: the namespace the interface is moved into. Its only way
+    /// out is the tunnel: the kill switch is always on there, with no
+    /// exception for carriers (they stay in the caller's namespace).
+    public var isolatedIn: String?
+
+    public init(settings: TunnelSettings, slot: TunnelSlot, carrierAddresses: [IPAddress], isolatedIn: String? = nil) {
+        self.isolatedIn = isolatedIn
         self.settings = settings
         self.slot = slot
         self.carrierAddresses = carrierAddresses
@@ -71,6 +77,9 @@ public struct TunnelPlan: Sendable {
         let carriers = carrierAddresses.map(\.description).joined(separator: ", ")
         lines.append("# carrier endpoints (kept off the tunnel): \(carriers.isEmpty ? "none" : carriers)")
         lines.append("ip tuntap add dev \(interfaceName) mode tun   # TUNSETIFF, IFF_TUN|IFF_NO_PI, held open by tunnelgate")
+        if let ns = isolatedIn {
+            lines.append("ip link set dev \(interfaceName) netns \(ns)   # isolate mode: configured there, carriers stay here")
+        }
         let ops = operations(interfaceIndex: 0)
         var shownRoutes = 0, hiddenRoutes = 0
         for op in ops {

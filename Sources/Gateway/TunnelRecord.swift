@@ -30,6 +30,8 @@ public struct TunnelRecord: Codable, Sendable, Equatable {
     public var slot: Int
     public var configPath: String?
     public var since: Double
+    /// The namespace the tunnel's interface was moved into (isolate mode).
+    public var isolatedIn: String?
     public var counters: PacketCounters?
 
     public func write(to path: String) throws(SystemCallError) {

@@ -19,6 +19,8 @@ public struct TunnelReport: Codable, Sendable {
     public var name: String
     public var status: TunnelStatus
     public var pid: Int32?
+    /// Isolate mode: the namespace the interface lives in.
+    public var namespace: String?
     public var interface: String?
     public var interfaceIndex: Int32?
     public var mtu: UInt32?
@@ -58,6 +60,7 @@ extension Gateway {
         if held {
             report.status = record?.status ?? .connecting
             report.pid = record?.pid
+            report.namespace = record?.isolatedIn
             report.counters = record?.counters
         } else if journal != nil {
             report.residue = true

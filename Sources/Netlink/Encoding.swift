@@ -43,6 +43,14 @@ extension NetlinkSocket {
             put(nlh, ifi)
             if let mtu { mnl_attr_put_u32(nlh, u16(IFLA_MTU), mtu) }
 
+        case .moveLink(let index, _, let namespace, _):
+            nlh.pointee.nlmsg_type = UInt16(RTM_NEWLINK)
+            var ifi = ifinfomsg()
+            ifi.ifi_family = UInt8(AF_UNSPEC)
+            ifi.ifi_index = index
+            put(nlh, ifi)
+            mnl_attr_put_u32(nlh, u16(IFLA_NET_NS_FD), UInt32(bitPattern: namespace))
+
         case .deleteLink(let index, _):
             nlh.pointee.nlmsg_type = UInt16(RTM_DELLINK)
             var ifi = ifinfomsg()

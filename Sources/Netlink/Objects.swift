@@ -119,6 +119,8 @@ public struct AddressSpec: Sendable, Hashable, CustomStringConvertible {
 public enum NetlinkOperation: Sendable, Hashable, CustomStringConvertible {
     /// `ip link set dev DEV [mtu N] [up|down]`.
     case setLink(index: Int32, name: String?, mtu: UInt32?, up: Bool?)
+    /// `ip link set dev DEV netns NS` (IFLA_NET_NS_FD).
+    case moveLink(index: Int32, name: String?, namespace: Int32, namespaceName: String?)
     /// `ip link del dev DEV`.
     case deleteLink(index: Int32, name: String?)
     case addAddress(AddressSpec)
@@ -136,6 +138,8 @@ public enum NetlinkOperation: Sendable, Hashable, CustomStringConvertible {
             if let mtu { s += " mtu \(mtu)" }
             if let up { s += up ? " up" : " down" }
             return s
+        case .moveLink(let index, let name, let fd, let ns):
+            return "ip link set dev \(name ?? "if\(index)") netns \(ns ?? "fd\(fd)")"
         case .deleteLink(let index, let name): return "ip link del dev \(name ?? "if\(index)")"
         case .addAddress(let a): return "ip \(a.prefix.family == .ipv6 ? "-6" : "-4") addr add \(a)"
         case .deleteAddress(let a): return "ip \(a.prefix.family == .ipv6 ? "-6" : "-4") addr del \(a)"

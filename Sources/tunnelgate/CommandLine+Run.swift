@@ -24,10 +24,10 @@ enum Command: String, CaseIterable {
     var usage: String {
         switch self {
         case .validate: "tunnelgate validate CONFIG"
-        case .plan: "tunnelgate plan CONFIG"
-        case .up: "tunnelgate up CONFIG [--detach]"
-        case .down: "tunnelgate down NAME"
-        case .status: "tunnelgate status [NAME] [--json]"
+        case .plan: "tunnelgate plan CONFIG [--netns NS]"
+        case .up: "tunnelgate up CONFIG [--netns NS] [--detach]"
+        case .down: "tunnelgate down NAME [--netns NS]"
+        case .status: "tunnelgate status [NAME] [--netns NS] [--json]"
         case .help: "tunnelgate help [SUBCOMMAND]"
         }
     }
@@ -53,13 +53,13 @@ enum Command: String, CaseIterable {
             text += "\nARGUMENTS:\n  CONFIG          A JSON configuration.\n"
             text += "\nPrints the TUN, link settings, addresses, routes (table T) and policy rules in\nip(8) words. Reads the kernel to choose a free table; changes nothing.\n"
         case .up:
-            text += "\nARGUMENTS:\n  CONFIG          A JSON configuration.\n\nOPTIONS:\n  --detach        Return once the settings are applied and verified; the tunnel\n                  keeps running in the background until `tunnelgate down NAME`.\n"
+            text += "\nARGUMENTS:\n  CONFIG          A JSON configuration.\n\nOPTIONS:\n  --netns NS      Isolate mode: move the TUN into namespace NS (`ip netns add NS`)\n                  and configure it there; NS can then reach nothing but the tunnel,\n                  while tunnelgate and its carrier sockets stay here.\n  --detach        Return once the settings are applied and verified; the tunnel\n                  keeps running in the background until `tunnelgate down NAME`.\n"
             text += "\nWithout --detach, runs until SIGINT, SIGTERM or `tunnelgate down NAME`, then\nremoves everything it created. Residue of a crashed run of the same name is\nremoved first.\n"
         case .down:
-            text += "\nARGUMENTS:\n  NAME            The tunnel (its interface name, `name` in the configuration).\n"
+            text += "\nARGUMENTS:\n  NAME            The tunnel (its interface name, `name` in the configuration).\n\nOPTIONS:\n  --netns NS      The tunnel was started with `up --netns NS`.\n"
             text += "\nAsks the running tunnel to stop and waits until it has; if its process died,\nremoves what its journal records. Exits 1 when there is no such tunnel.\n"
         case .status:
-            text += "\nARGUMENTS:\n  NAME            Only this tunnel.\n\nOPTIONS:\n  --json          Machine-readable output.\n"
+            text += "\nARGUMENTS:\n  NAME            Only this tunnel.\n\nOPTIONS:\n  --netns NS      The tunnels put into namespace NS with `up --netns NS`.\n  --json          Machine-readable output.\n"
             text += "\nStates are NEVPNStatus names: disconnected, connecting, connected, reasserting,\ndisconnecting.\n"
         case .help:
             break
@@ -135,10 +135,12 @@ extension CommandLine {
             try noMore(rest, command)
             return try validate(path)
         case .plan:
+            let netns = try takeNamespace(&rest, command)
             let path = try takePositional(&rest, "CONFIG", command)
             try noMore(rest, command)
-            return try plan(path)
+            return try plan(path, netns: netns)
         case .up:
+            let netns = try takeNamespace(&rest, command)
             let detach = takeFlag(&rest, "--detach")
             let readyFD = try takeOption(&rest, "--ready-fd", command).map { value -> Int32 in
                 guard let fd = Int32(value), fd > 2 else { throw UsageError(message: "--ready-fd takes a descriptor number", command: command) }
@@ -146,17 +148,19 @@ extension CommandLine {
             }
             let path = try takePositional(&rest, "CONFIG", command)
             try noMore(rest, command)
-            return try up(path, detach: detach, readyFD: readyFD)
+            return try up(path, netns: netns, detach: detach, readyFD: readyFD)
         case .down:
+            let netns = try takeNamespace(&rest, command)
             let name = try takePositional(&rest, "NAME", command)
             try noMore(rest, command)
-            return try down(name)
+            return try down(name, netns: netns)
         case .status:
+            let netns = try takeNamespace(&rest, command)
             let json = takeFlag(&rest, "--json")
             let name = rest.first.flatMap { $0.hasPrefix("-") ? nil : $0 }
             if name != nil { rest.removeFirst() }
             try noMore(rest, command)
-            return try status(name, json: json)
+            return try status(name, netns: netns, json: json)
         }
     }
 
@@ -172,6 +176,15 @@ extension CommandLine {
         let value = args[i + 1]
         args.removeSubrange(i...(i + 1))
         return value
+    }
+
+    /// `--netns NS`: a namespace made by `ip netns add NS`.
+    static func takeNamespace(_ args: inout [String], _ command: Command) throws -> String? {
+        guard let name = try takeOption(&args, "--netns", command) else { return nil }
+        guard !name.isEmpty, !name.contains("/"), name != ".", name != ".." else {
+            throw UsageError(message: "--netns takes the name of a namespace under /run/netns", command: command)
+        }
+        return name
     }
 
     static func takePositional(_ args: inout [String], _ name: String, _ command: Command) throws -> String {

@@ -55,9 +55,17 @@ extension CommandLine {
         return ExitCode.success
     }
 
-    static func plan(_ path: String) throws -> Int32 {
+    /// The namespace of `--netns NS`, with a clear error when there is none.
+    static func namespace(_ name: String?) throws -> NetworkNamespace? {
+        guard let name else { return nil }
+        do { return try NetworkNamespace(named: name) } catch {
+            throw Failure("no network namespace named \(name) (/run/netns/\(name): \(error.errno))")
+        }
+    }
+
+    static func plan(_ path: String, netns: String?) throws -> Int32 {
         let settings = try loadSettings(path)
-        let gateway = try Gateway(readOnly: true)
+        let gateway = try Gateway(readOnly: true, namespace: try namespace(netns))
         let plan: TunnelPlan
         do {
             plan = try gateway.plan(settings, resolver: SystemResolver())
@@ -68,15 +76,16 @@ extension CommandLine {
         return ExitCode.success
     }
 
-    static func up(_ path: String, detach: Bool, readyFD: Int32?) throws -> Int32 {
+    static func up(_ path: String, netns: String?, detach: Bool, readyFD: Int32?) throws -> Int32 {
         // Validate in the caller's process so that errors reach the terminal
         // directly and nothing is started for a bad configuration.
         let settings = try loadSettings(path)
-        if detach { return try spawnDetached(path, settings: settings) }
+        let isolated = try namespace(netns)
+        if detach { return try spawnDetached(path, netns: netns, settings: settings) }
 
         let ready = readyFD.map { FileDescriptor(rawValue: $0) }
         let signals = try NoRuntimeLoop.blockTerminationSignals()
-        let gateway = try Gateway()
+        let gateway = try Gateway(namespace: isolated)
         if ready == nil { gateway.log = { printError("tunnelgate: \($0)") } }
         let tunnel: ActiveTunnel
         do {
@@ -110,16 +119,16 @@ extension CommandLine {
 
     /// Starts `tunnelgate up CONFIG --ready-fd 3` in its own session and waits
     /// until it reports the tunnel applied and verified, or its error.
-    static func spawnDetached(_ path: String, settings: TunnelSettings) throws -> Int32 {
+    static func spawnDetached(_ path: String, netns: String?, settings: TunnelSettings) throws -> Int32 {
         var pipeFDs: [Int32] = [0, 0]
         _ = try syscall("pipe") { pipe(&pipeFDs) }
         let readEnd = FileDescriptor(rawValue: pipeFDs[0]), writeEnd = FileDescriptor(rawValue: pipeFDs[1])
         try readEnd.setCloseOnExec(true)
         try writeEnd.setCloseOnExec(true)
         defer { readEnd.close() }
-        let state = try StateDirectory(create: true)
+        let state = try Gateway(namespace: try namespace(netns)).state
         let executable = "/proc/self/exe"
-        let argv = ["tunnelgate", "up", absolutePath(path), "--ready-fd", "3"]
+        let argv = ["tunnelgate", "up", absolutePath(path), "--ready-fd", "3"] + (netns.map { ["--netns", $0] } ?? [])
         var cArgs = argv.map { strdup($0) } + [nil]
         defer { for p in cArgs { free(p) } }
         var pid: pid_t = 0
@@ -146,17 +155,17 @@ extension CommandLine {
         throw Failure("the tunnel process exited before the tunnel was up (wait status \(status)); see \(state.logPath(settings.name))")
     }
 
-    static func down(_ name: String) throws -> Int32 {
+    static func down(_ name: String, netns: String?) throws -> Int32 {
         if let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .down) }
-        let gateway = try Gateway()
+        let gateway = try Gateway(namespace: try namespace(netns))
         try gateway.down(name)
         print("\(name): down, everything removed")
         return ExitCode.success
     }
 
-    static func status(_ name: String?, json: Bool) throws -> Int32 {
+    static func status(_ name: String?, netns: String?, json: Bool) throws -> Int32 {
         if let name, let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .status) }
-        let gateway = try Gateway(readOnly: true)
+        let gateway = try Gateway(readOnly: true, namespace: try namespace(netns))
         let reports = try gateway.reports(name: name)
         if json {
             let encoder = JSONEncoder()
@@ -175,7 +184,9 @@ extension CommandLine {
     static func describe(_ r: TunnelReport) -> String {
         var lines = ["\(r.name): \(r.status.rawValue)\(r.pid.map { " (pid \($0))" } ?? "")"]
         if r.residue { lines.append("  residue of a run that did not stop cleanly; `tunnelgate down \(r.name)` removes it") }
-        if let i = r.interface { lines.append("  interface: \(i) (index \(r.interfaceIndex ?? 0)), mtu \(r.mtu ?? 0)") }
+        if let i = r.interface {
+            lines.append("  interface: \(i) (index \(r.interfaceIndex ?? 0)), mtu \(r.mtu ?? 0)" + (r.namespace.map { ", in namespace \($0) (isolate mode)" } ?? ""))
+        }
         if !r.addresses.isEmpty { lines.append("  addresses: \(r.addresses.joined(separator: ", "))") }
         if let t = r.table {
             lines.append("  routes (table \(t)): IPv4 \(r.ipv4Routes.included) included, \(r.ipv4Routes.excluded) excluded; "

@@ -39,4 +39,8 @@ int CTunnelgateShims_spawn_detached(const char *path, char *const argv[], int pa
 /// network namespace. 0, or -1 with errno set.
 int CTunnelgateShims_unshare_network(void);
 
+/// setns(fd, CLONE_NEWNET): moves the calling thread into the network
+/// namespace `fd` refers to. 0, or -1 with errno set.
+int CTunnelgateShims_setns_network(int fd);
+
 #endif
