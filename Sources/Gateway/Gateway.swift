@@ -210,22 +210,45 @@ public final class Gateway {
 
     // MARK: - Verify
 
+    /// How the kernel differs from a plan, read back by dumps.
+    public struct Differences {
+        /// The link is missing or renamed, or the dumps failed: nothing to repair in place.
+        public var fatal: [String] = []
+        public var linkSettings: [String] = []
+        public var missingAddresses: [IPPrefix] = []
+        public var missingRoutes: [RouteSpec] = []
+        public var extraRoutes = 0
+        public var missingRules: [RuleSpec] = []
+        public var firewall: [String] = []
+
+        public var descriptions: [String] {
+            fatal + linkSettings + missingAddresses.map { "address \($0) is missing" }
+                + missingRoutes.map { "route \($0) is missing" }
+                + (extraRoutes > 0 ? ["the tunnel's table has \(extraRoutes) routes the plan does not have"] : [])
+                + missingRules.map { "rule \($0) is missing" } + firewall
+        }
+        public var isEmpty: Bool { descriptions.isEmpty }
+    }
+
     /// Reads the kernel back and lists every difference from the plan.
     public func verify(_ plan: TunnelPlan, interfaceIndex: Int32) -> [String] {
-        var problems: [String] = []
+        differences(plan, interfaceIndex: interfaceIndex).descriptions
+    }
+
+    public func differences(_ plan: TunnelPlan, interfaceIndex: Int32) -> Differences {
+        var d = Differences()
         do {
             guard let link = try netlink.links().first(where: { $0.index == interfaceIndex }) else {
-                return ["link \(plan.interfaceName) is missing"]
+                d.fatal.append("link \(plan.interfaceName) is missing")
+                return d
             }
-            if link.name != plan.interfaceName { problems.append("link \(interfaceIndex) is named \(link.name), not \(plan.interfaceName)") }
-            if link.mtu != UInt32(plan.mtu) { problems.append("link \(link.name) has mtu \(link.mtu), not \(plan.mtu)") }
-            if !link.isUp { problems.append("link \(link.name) is down") }
-            if link.kind != "tun" { problems.append("link \(link.name) is of kind \(link.kind ?? "none"), not tun") }
+            if link.name != plan.interfaceName { d.fatal.append("link \(interfaceIndex) is named \(link.name), not \(plan.interfaceName)") }
+            if link.kind != "tun" { d.fatal.append("link \(link.name) is of kind \(link.kind ?? "none"), not tun") }
+            if link.mtu != UInt32(plan.mtu) { d.linkSettings.append("link \(link.name) has mtu \(link.mtu), not \(plan.mtu)") }
+            if !link.isUp { d.linkSettings.append("link \(link.name) is down") }
 
             let addresses = Set(try netlink.addresses(interfaceIndex: interfaceIndex).map(\.prefix))
-            for a in plan.addresses where !addresses.contains(a) {
-                problems.append("address \(a) is missing on \(plan.interfaceName)")
-            }
+            d.missingAddresses = plan.addresses.filter { !addresses.contains($0) }
 
             struct Key: Hashable { var destination: IPPrefix; var type: RouteType; var oif: Int32?; var gateway: IPAddress? }
             func key(_ r: RouteSpec) -> Key {
@@ -238,22 +261,43 @@ public final class Gateway {
                     present.insert(key(r))
                 }
             }
-            let wantedKeys = Set(wanted.map(key))
-            for r in wanted where !present.contains(key(r)) { problems.append("route \(r) is missing") }
-            let extra = present.subtracting(wantedKeys)
-            if !extra.isEmpty { problems.append("table \(plan.slot.table) has \(extra.count) routes the plan does not have") }
+            d.missingRoutes = wanted.filter { !present.contains(key($0)) }
+            d.extraRoutes = present.subtracting(wanted.map(key)).count
 
-            for rule in plan.rules {
-                let rules = try netlink.rules(family: rule.family)
-                if !rules.contains(where: { Self.sameRule($0.spec, rule) }) { problems.append("rule \(rule) is missing") }
-            }
+            let rules = try netlink.rules(family: .ipv4) + netlink.rules(family: .ipv6)
+            d.missingRules = plan.rules.filter { rule in !rules.contains { Self.sameRule($0.spec, rule) } }
         } catch {
-            problems.append("reading back: \(error)")
+            d.fatal.append("reading back: \(error)")
         }
         if let table = plan.firewall {
-            problems += verifyFirewall(table)
+            d.firewall = verifyFirewall(table)
         }
-        return problems
+        return d
+    }
+
+    /// Puts back whatever of the plan someone else removed: the link's MTU
+    /// and up state, addresses, routes, rules, the kill switch. Returns what
+    /// it repaired (empty when nothing was missing).
+    public func repair(_ plan: TunnelPlan, interfaceIndex: Int32) -> [String] {
+        let d = differences(plan, interfaceIndex: interfaceIndex)
+        guard d.fatal.isEmpty, !d.isEmpty else { return d.fatal }
+        var ops: [NetlinkOperation] = []
+        if !d.linkSettings.isEmpty {
+            ops.append(.setLink(index: interfaceIndex, name: plan.interfaceName, mtu: UInt32(plan.mtu), up: true))
+        }
+        ops += d.missingAddresses.map { .addAddress(AddressSpec(interfaceIndex: interfaceIndex, interfaceName: plan.interfaceName, prefix: $0)) }
+        ops += d.missingRoutes.map { .addRoute($0) }
+        ops += d.missingRules.map { .addRule($0) }
+        var done = d.descriptions.filter { !$0.hasPrefix("the tunnel's table has") }
+        do throws(NetlinkBatchError) {
+            try netlink.execute(ops, tolerating: [.exists])
+        } catch {
+            done.append("repair failed: \(error)")
+        }
+        if !d.firewall.isEmpty, let table = plan.firewall {
+            do throws(NftablesError) { try nftables?.replace(table) } catch { done.append("repair of the kill switch failed: \(error)") }
+        }
+        return done
     }
 
     /// Reads the nftables table back: present, marked, every rule there.

@@ -15,8 +15,10 @@ public struct NoRuntimeLoop {
 
     public init(tunnel: ActiveTunnel) { self.tunnel = tunnel }
 
-    /// Runs until a termination signal; returns the signal number.
-    public func run(signals: FileDescriptor) -> Int32 {
+    /// Runs until a termination signal; returns the signal number. With a
+    /// monitor, changes others make to the tunnel are repaired as they come
+    /// (`log` says what was repaired).
+    public func run(signals: FileDescriptor, monitor: Monitor? = nil, log: (String) -> Void = { _ in }) -> Int32 {
         let tun = tunnel.tun.descriptor
         let mtu = tunnel.plan.mtu
         var counters = PacketCounters()
@@ -26,8 +28,21 @@ public struct NoRuntimeLoop {
         defer { buffer.deallocate() }
         var fds = [pollfd(fd: tun.rawValue, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: signals.rawValue, events: Int16(POLLIN), revents: 0)]
+        fds += (monitor?.descriptors ?? []).map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
         while true {
-            let ready = poll(&fds, nfds_t(fds.count), 1000)
+            let monitorTimeout = monitor?.timeoutMilliseconds() ?? -1
+            let ready = poll(&fds, nfds_t(fds.count), monitorTimeout >= 0 ? min(monitorTimeout, 1000) : 1000)
+            if let monitor {
+                if fds[2...].contains(where: { $0.revents != 0 }) { monitor.notificationsArrived() }
+                let repaired = monitor.runDueCheck(tunnel: tunnel)
+                if !repaired.isEmpty {
+                    log("repaired after an outside change: \(repaired.joined(separator: "; "))")
+                    counters.repairs = UInt64(monitor.repairs)
+                    counters.lastRepair = monitor.lastRepair
+                    tunnel.publish(counters: counters)
+                    published = counters
+                }
+            }
             if ready < 0 && errno != EINTR { return SIGTERM }
             if fds[1].revents != 0 {
                 let signal = CTunnelgateShims_signalfd_read(signals.rawValue)

@@ -18,6 +18,9 @@ public struct PacketCounters: Codable, Sendable, Equatable {
     public var droppedNoRuntime: UInt64 = 0
     public var droppedNotIP: UInt64 = 0
     public var droppedOverMTU: UInt64 = 0
+    /// Repairs after others changed the tunnel's kernel state, and the last one.
+    public var repairs: UInt64 = 0
+    public var lastRepair: String?
 
     public init() {}
 }

@@ -20,12 +20,21 @@ public final class NetlinkSocket {
     private let receiveBuffer: UnsafeMutableRawPointer
     private let receiveCapacity = 1 << 18
 
-    public init() throws(SystemCallError) {
-        guard let s = mnl_socket_open2(NETLINK_ROUTE, Int32(SOCK_CLOEXEC.rawValue)) else {
+    /// Changes to links, rules and routes, for `NetlinkSocket(monitoring:)`.
+    public static let linkRuleAndRouteGroups: [UInt32] = [
+        UInt32(RTNLGRP_LINK.rawValue), UInt32(RTNLGRP_IPV4_RULE.rawValue), UInt32(RTNLGRP_IPV6_RULE.rawValue),
+        UInt32(RTNLGRP_IPV4_ROUTE.rawValue), UInt32(RTNLGRP_IPV6_ROUTE.rawValue),
+    ]
+
+    /// A socket for requests; with `monitoring` groups (RTNLGRP_*), one that
+    /// also receives the kernel's change notifications for them.
+    public init(monitoring groups: [UInt32] = []) throws(SystemCallError) {
+        guard let s = mnl_socket_open2(NETLINK_ROUTE, Int32(SOCK_CLOEXEC.rawValue) | (groups.isEmpty ? 0 : Int32(SOCK_NONBLOCK.rawValue))) else {
             throw SystemCallError("socket(AF_NETLINK, NETLINK_ROUTE)", .current)
         }
         socket = s
-        guard mnl_socket_bind(s, 0, pid_t(MNL_SOCKET_AUTOPID)) == 0 else {
+        let mask = groups.reduce(UInt32(0)) { $0 | (1 << ($1 - 1)) }
+        guard mnl_socket_bind(s, mask, pid_t(MNL_SOCKET_AUTOPID)) == 0 else {
             let e = Errno.current
             mnl_socket_close(s)
             throw SystemCallError("bind(AF_NETLINK)", e)
@@ -51,6 +60,29 @@ public final class NetlinkSocket {
         mnl_socket_close(socket)
         sendBuffer.deallocate()
         receiveBuffer.deallocate()
+    }
+
+    /// The descriptor, to poll a monitoring socket.
+    public var fileDescriptor: Int32 { mnl_socket_get_fd(socket) }
+
+    /// Reads every pending notification of a monitoring socket without
+    /// blocking; returns how many messages there were.
+    public func drainNotifications() -> Int {
+        var count = 0
+        while true {
+            let received = mnl_socket_recvfrom(socket, receiveBuffer, receiveCapacity)
+            if received < 0 {
+                if errno == EINTR { continue }
+                // EAGAIN: drained. ENOBUFS: notifications were lost; the caller checks everything anyway.
+                return errno == ENOBUFS ? count + 1 : count
+            }
+            var remaining = Int32(received)
+            var nlh = receiveBuffer.assumingMemoryBound(to: nlmsghdr.self)
+            while mnl_nlmsg_ok(nlh, remaining) {
+                count += 1
+                nlh = mnl_nlmsg_next(nlh, &remaining)
+            }
+        }
     }
 
     private func nextSequence() -> UInt32 {

@@ -15,11 +15,15 @@ public final class NftablesSocket {
     private let buffer: UnsafeMutableRawPointer
     private let receiveBuffer: UnsafeMutableRawPointer
 
-    public init() throws(SystemCallError) {
-        guard let s = mnl_socket_open2(NETLINK_NETFILTER, Int32(SOCK_CLOEXEC.rawValue)) else {
+    /// A socket for requests; with `monitoring`, one that receives every
+    /// nf_tables change notification (NFNLGRP_NFTABLES) instead.
+    public init(monitoring: Bool = false) throws(SystemCallError) {
+        let flags = Int32(SOCK_CLOEXEC.rawValue) | (monitoring ? Int32(SOCK_NONBLOCK.rawValue) : 0)
+        guard let s = mnl_socket_open2(NETLINK_NETFILTER, flags) else {
             throw SystemCallError("socket(AF_NETLINK, NETLINK_NETFILTER)", .current)
         }
-        guard mnl_socket_bind(s, 0, pid_t(MNL_SOCKET_AUTOPID)) == 0 else {
+        let groups: UInt32 = monitoring ? 1 << (UInt32(NFNLGRP_NFTABLES.rawValue) - 1) : 0
+        guard mnl_socket_bind(s, groups, pid_t(MNL_SOCKET_AUTOPID)) == 0 else {
             let e = Errno.current
             mnl_socket_close(s)
             throw SystemCallError("bind(NETLINK_NETFILTER)", e)
@@ -37,6 +41,26 @@ public final class NftablesSocket {
         mnl_socket_close(socket)
         buffer.deallocate()
         receiveBuffer.deallocate()
+    }
+
+    public var fileDescriptor: Int32 { mnl_socket_get_fd(socket) }
+
+    /// Reads every pending notification without blocking; returns how many.
+    public func drainNotifications() -> Int {
+        var count = 0
+        while true {
+            let received = mnl_socket_recvfrom(socket, receiveBuffer, bufferSize)
+            if received < 0 {
+                if errno == EINTR { continue }
+                return errno == ENOBUFS ? count + 1 : count
+            }
+            var remaining = Int32(received)
+            var nlh = receiveBuffer.assumingMemoryBound(to: nlmsghdr.self)
+            while mnl_nlmsg_ok(nlh, remaining) {
+                count += 1
+                nlh = mnl_nlmsg_next(nlh, &remaining)
+            }
+        }
     }
 
     private func nextSequence() -> UInt32 {

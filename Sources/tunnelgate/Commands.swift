@@ -106,7 +106,9 @@ extension CommandLine {
         } else {
             printError("tunnelgate: \(summary); stop with Ctrl-C or `tunnelgate down \(tunnel.plan.interfaceName)`")
         }
-        let signal = NoRuntimeLoop(tunnel: tunnel).run(signals: signals)
+        let monitor = try? gateway.makeMonitor()
+        if monitor == nil { printError("tunnelgate: warning: cannot watch for outside changes; they will not be repaired") }
+        let signal = NoRuntimeLoop(tunnel: tunnel).run(signals: signals, monitor: monitor) { printError("tunnelgate: \($0)") }
         printError("tunnelgate: \(tunnel.plan.interfaceName): stopping (signal \(signal))")
         do {
             try tunnel.stop()
@@ -196,6 +198,7 @@ extension CommandLine {
         if let c = r.counters {
             lines.append("  packets from host: \(c.packetsFromHost) (\(c.bytesFromHost) bytes), to host: \(c.packetsToHost) (\(c.bytesToHost) bytes)")
             lines.append("  dropped: \(c.droppedNoRuntime) no runtime, \(c.droppedNotIP) not IP, \(c.droppedOverMTU) over MTU")
+            if c.repairs > 0 { lines.append("  repaired \(c.repairs) time\(c.repairs == 1 ? "" : "s") after outside changes; last: \(c.lastRepair ?? "")") }
         }
         return lines.joined(separator: "\n")
     }
