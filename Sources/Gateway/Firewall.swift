@@ -20,7 +20,8 @@ public enum Firewall {
     /// The table for a plan, or nil when the tunnel needs none.
     public static func table(for plan: TunnelPlan) -> NftTable? {
         let s = plan.settings
-        guard s.includeAllNetworks || plan.isolatedIn != nil else { return nil }
+        let killSwitch = s.includeAllNetworks || plan.isolatedIn != nil
+        guard killSwitch || s.forwarding != nil else { return nil }
         // In isolate mode the carriers are reached from the caller's namespace, not from this one.
         let carriers = plan.isolatedIn == nil ? plan.carrierAddresses : []
         let name = s.name
@@ -71,16 +72,38 @@ public enum Firewall {
         }
         input.append(rule([], .drop, "blocked"))
 
-        let forward: [NftRule] = [
-            rule([.outputInterface(name)], .accept, "into the tunnel"),
-            rule([.inputInterface(name), .establishedOrRelated], .accept, "replies from the tunnel"),
-            rule([], .drop, "blocked"),
-        ]
+        // Forwarding: the sources reach the tunnel and nothing else (local
+        // networks too with excludeLocalNetworks); replies come back.
+        let sources = s.forwarding?.sources ?? []
+        var forward: [NftRule] = []
+        for p in sources { forward.append(rule([.source(p), .outputInterface(name)], .accept, "forwarded into the tunnel")) }
+        forward.append(rule([.inputInterface(name), .establishedOrRelated], .accept, "replies from the tunnel"))
+        if s.excludeLocalNetworks {
+            for p in sources {
+                for local in RoutingIntent.localNetworks[p.family]! {
+                    forward.append(rule([.source(p), .destination(local)], .accept, "forwarded to a local network"))
+                }
+            }
+        }
+        for p in sources { forward.append(rule([.source(p)], .drop, "forwarded elsewhere")) }
+        if killSwitch {
+            forward.append(rule([.outputInterface(name)], .accept, "into the tunnel"))
+            forward.append(rule([], .drop, "blocked"))
+        }
+        var postrouting: [NftRule] = []
+        if s.forwarding?.masquerade == true {
+            for p in sources { postrouting.append(rule([.source(p), .outputInterface(name)], .masquerade, "masquerade")) }
+        }
 
-        return NftTable(name: tableName(name), comment: tag, sets: sets, chains: [
-            NftChain(name: "output", hook: .output, priority: 0, policy: .drop, rules: output),
-            NftChain(name: "input", hook: .input, priority: 0, policy: .drop, rules: input),
-            NftChain(name: "forward", hook: .forward, priority: 0, policy: .drop, rules: forward),
-        ])
+        var chains: [NftChain] = []
+        if killSwitch {
+            chains.append(NftChain(name: "output", hook: .output, priority: 0, policy: .drop, rules: output))
+            chains.append(NftChain(name: "input", hook: .input, priority: 0, policy: .drop, rules: input))
+        }
+        chains.append(NftChain(name: "forward", hook: .forward, priority: 0, policy: killSwitch ? .drop : .accept, rules: forward))
+        if !postrouting.isEmpty {
+            chains.append(NftChain(name: "postrouting", hook: .postrouting, kind: .nat, priority: 100, policy: .accept, rules: postrouting))
+        }
+        return NftTable(name: tableName(name), comment: tag, sets: sets, chains: chains)
     }
 }

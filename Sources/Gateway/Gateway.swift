@@ -177,6 +177,10 @@ public final class Gateway {
             let rolledBack = (try? teardown(name: name, tun: tun)) != nil
             throw .apply(error, rolledBack: rolledBack)
         }
+        do throws(SystemCallError) { try applySysctls(plan.sysctls, journal: journal) } catch {
+            _ = try? teardown(name: name, tun: tun)
+            throw .system(error)
+        }
         if let table = plan.firewall {
             do throws(SystemCallError) { try journal.record(nftTable: table.name) } catch {
                 _ = try? teardown(name: name, tun: tun)
@@ -220,12 +224,14 @@ public final class Gateway {
         public var extraRoutes = 0
         public var missingRules: [RuleSpec] = []
         public var firewall: [String] = []
+        public var sysctls: [SysctlChange] = []
 
         public var descriptions: [String] {
             fatal + linkSettings + missingAddresses.map { "address \($0) is missing" }
                 + missingRoutes.map { "route \($0) is missing" }
                 + (extraRoutes > 0 ? ["the tunnel's table has \(extraRoutes) routes the plan does not have"] : [])
                 + missingRules.map { "rule \($0) is missing" } + firewall
+                + sysctls.map { "\($0.path) is not \($0.value)" }
         }
         public var isEmpty: Bool { descriptions.isEmpty }
     }
@@ -272,6 +278,9 @@ public final class Gateway {
         if let table = plan.firewall {
             d.firewall = verifyFirewall(table)
         }
+        for change in plan.sysctls where (try? readSysctl(change.path)) != change.value {
+            d.sysctls.append(change)
+        }
         return d
     }
 
@@ -293,6 +302,9 @@ public final class Gateway {
             try netlink.execute(ops, tolerating: [.exists])
         } catch {
             done.append("repair failed: \(error)")
+        }
+        for change in d.sysctls {
+            do throws(SystemCallError) { try writeSysctl(change.path, change.value) } catch { done.append("repair of \(change.path) failed: \(error)") }
         }
         if !d.firewall.isEmpty, let table = plan.firewall {
             do throws(NftablesError) { try nftables?.replace(table) } catch { done.append("repair of the kill switch failed: \(error)") }
@@ -409,6 +421,8 @@ public final class Gateway {
                     failures.append(error.description)
                 }
             }
+
+            failures += restoreSysctls(journal)
 
             // Read back: nothing of ours may remain.
             for family in IPFamily.allCases {

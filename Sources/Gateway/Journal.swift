@@ -15,6 +15,7 @@ import TunnelgateSettings
 ///   route TABLE unicast|throw PREFIX [via GATEWAY]
 ///   rule 4|6 PRIORITY TABLE FWMARK INVERT
 ///   nft inet TABLE                 an nftables table (the kill switch)
+///   sysctl PATH OLDVALUE           a kernel parameter's value before the tunnel changed it
 ///   committed                      applied and verified
 public struct JournalContents: Sendable, Equatable {
     public var name: String
@@ -23,6 +24,8 @@ public struct JournalContents: Sendable, Equatable {
     public var routes: [RouteSpec] = []
     public var rules: [RuleSpec] = []
     public var nftTables: [String] = []
+    /// Kernel parameters and their values before; the last record of a path wins.
+    public var sysctls: [String: String] = [:]
     public var committed = false
 }
 
@@ -70,6 +73,18 @@ public final class Journal {
         try append(["nft inet \(name)"])
     }
 
+    public func record(sysctl path: String, oldValue: String) throws(SystemCallError) {
+        try append(["sysctl \(path) \(oldValue)"])
+    }
+
+    /// Appends records to the journal of another tunnel.
+    public static func append(path: String, _ lines: [String]) throws(SystemCallError) {
+        let fd = try FileDescriptor.open(path, O_WRONLY | O_APPEND)
+        defer { fd.close() }
+        try fd.writeAll(Array(lines.map { $0 + "\n" }.joined().utf8))
+        try fd.sync()
+    }
+
     public func recordCommitted() throws(SystemCallError) {
         try append(["committed"])
     }
@@ -100,6 +115,8 @@ public final class Journal {
                                                 invert: f[5] == "1", suppressPrefixLength: f.count == 8 ? UInt32(f[7]) : nil))
             case "nft" where f.count == 3 && f[1] == "inet":
                 contents?.nftTables.append(f[2])
+            case "sysctl" where f.count == 3 && !f[1].contains(".."):
+                contents?.sysctls[f[1]] = f[2]
             case "committed":
                 contents?.committed = true
             default:

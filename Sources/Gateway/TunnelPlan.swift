@@ -94,11 +94,12 @@ public struct TunnelPlan: Sendable {
             lines.append("# \(family.family): no included routes; the tunnel routes no \(family.family) traffic")
         }
         if let table = firewall {
-            lines.append("nft add table inet \(table.name)   # kill switch: \(table.ruleCount) rules, stays until `tunnelgate down \(interfaceName)`")
+            lines.append("nft add table inet \(table.name)   # \(table.ruleCount) rules; stays until `tunnelgate down \(interfaceName)`")
             for chain in table.chains {
                 lines.append("nft add chain inet \(table.name) \(chain.name) { type \(chain.kind.rawValue) hook \(chain.hook) priority \(chain.priority); policy \(chain.policy); }   # \(chain.rules.count) rules")
             }
         }
+        for change in sysctls { lines.append("\(change)   # restored on down") }
         if settings.dnsSettings != nil {
             lines.append("# dnsSettings: applied through the DNS backend detected at up")
         }

@@ -83,8 +83,9 @@ extension Gateway {
                                                      txBytes: s.txBytes, rxBytes: s.rxBytes)
                 }
             }
-            report.killSwitch = (try? nftables?.tables())??.contains {
-                $0.name == Firewall.tableName(name) && $0.comment == "tunnelgate:\(name)"
+            // The kill switch is the table's output chain (a forwarding-only table has none).
+            report.killSwitch = (try? nftables?.rules(table: Firewall.tableName(name)))??.contains {
+                $0.chain == "output" && $0.comment?.hasPrefix("tunnelgate:\(name) ") == true
             } ?? false
             for family in IPFamily.allCases {
                 var counts = TunnelReport.RouteCounts()

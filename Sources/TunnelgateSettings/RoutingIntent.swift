@@ -70,12 +70,14 @@ public struct RoutingIntent: Sendable, Equatable {
     public init(settings: TunnelSettings, carrierAddresses: [IPAddress]) {
         // The tunnel's DNS servers are reached through the tunnel, as on iOS.
         let dns = (settings.dnsSettings?.servers ?? []).map { Route(destination: IPPrefix(address: $0, length: $0.family.bitWidth)!) }
+        // Replies to the hosts a gateway forwards for go back the way they came, not into the tunnel.
+        let sources = settings.forwarding?.sources ?? []
         ipv4 = Self.compute(.ipv4, included: (settings.ipv4Settings?.includedRoutes ?? []) + dns.filter { $0.destination.family == .ipv4 },
-                            excluded: settings.ipv4Settings?.excludedRoutes.map(\.destination) ?? [],
+                            excluded: (settings.ipv4Settings?.excludedRoutes.map(\.destination) ?? []) + sources.filter { $0.family == .ipv4 },
                             local: settings.excludeLocalNetworks ? Self.localNetworks[.ipv4]! : [],
                             carriers: carrierAddresses)
         ipv6 = Self.compute(.ipv6, included: (settings.ipv6Settings?.includedRoutes ?? []) + dns.filter { $0.destination.family == .ipv6 },
-                            excluded: settings.ipv6Settings?.excludedRoutes.map(\.destination) ?? [],
+                            excluded: (settings.ipv6Settings?.excludedRoutes.map(\.destination) ?? []) + sources.filter { $0.family == .ipv6 },
                             local: settings.excludeLocalNetworks ? Self.localNetworks[.ipv6]! : [],
                             carriers: carrierAddresses)
     }

@@ -2,7 +2,7 @@ extension TunnelSettings {
     /// The keys of the JSON format, by object. Anything else is an error.
     static let topLevelKeys = ["name", "tunnelRemoteAddress", "mtu", "ipv4Settings", "ipv6Settings",
                                "dnsSettings", "includeAllNetworks", "excludeLocalNetworks",
-                               "carrierEndpoints", "runtime"]
+                               "carrierEndpoints", "runtime", "forwarding"]
     static let ipv4Keys = ["addresses", "subnetMasks", "includedRoutes", "excludedRoutes"]
     static let ipv6Keys = ["addresses", "networkPrefixLengths", "includedRoutes", "excludedRoutes"]
     static let ipv4RouteKeys = ["destinationAddress", "subnetMask", "gatewayAddress"]
@@ -141,10 +141,13 @@ struct SettingsReader {
             runtime = RuntimeSettings.none
         }
 
+        let forwarding = top["forwarding"].flatMap { readForwarding($0) }
+
         guard let name, let remote, let runtime, problems.isEmpty else { return nil }
         return TunnelSettings(name: name, tunnelRemoteAddress: remote, mtu: mtu, ipv4Settings: ipv4,
                               ipv6Settings: ipv6, dnsSettings: dns, includeAllNetworks: includeAll,
-                              excludeLocalNetworks: excludeLocal, carrierEndpoints: carriers, runtime: runtime)
+                              excludeLocalNetworks: excludeLocal, carrierEndpoints: carriers, runtime: runtime,
+                              forwarding: forwarding)
     }
 
     mutating func readIPv4(_ entry: (JSONValue, String)) -> IPv4Settings? {
@@ -348,6 +351,24 @@ struct SettingsReader {
         }
         return DNSSettings(servers: servers, searchDomains: search, matchDomains: match,
                            matchDomainsNoSearch: noSearch, domainName: domainName)
+    }
+
+    mutating func readForwarding(_ entry: (JSONValue, String)) -> ForwardingSettings? {
+        let path = entry.1
+        guard let m = members(entry.0, path, allowed: ["sources", "masquerade"]) else { return nil }
+        var sources: [IPPrefix] = []
+        let entries = array(m["sources"])
+        if m["sources"] == nil { problem("\(path).sources", "missing (the prefixes of the hosts that route through this one)") }
+        for (value, p) in entries ?? [] {
+            guard let text = string((value, p)) else { continue }
+            guard let prefix = IPPrefix(text) else { problem(p, "\(quoted(text)) is not an address prefix (ADDRESS/LENGTH)"); continue }
+            guard prefix.isCanonical else { problem(p, "\(text) has host bits set (the network is \(prefix.network))"); continue }
+            guard prefix.length > 0 else { problem(p, "\(text) would forward for every address; name the hosts' prefixes"); continue }
+            sources.append(prefix)
+        }
+        if let entries, entries.isEmpty { problem("\(path).sources", "empty (name at least one prefix)") }
+        let masquerade = bool(m["masquerade"]) ?? true
+        return ForwardingSettings(sources: sources, masquerade: masquerade)
     }
 
     mutating func readRuntime(_ entry: (JSONValue, String)) -> RuntimeSettings? {

@@ -24,6 +24,8 @@ public struct TunnelSettings: Sendable, Equatable {
     /// `tunnelRemoteAddress` whether or not the file lists it.
     public var carrierEndpoints: [CarrierEndpoint]
     public var runtime: RuntimeSettings
+    /// Gateway mode: other hosts or namespaces routed through this one use the tunnel.
+    public var forwarding: ForwardingSettings?
 
     public static let defaultName = "tg0"
     public static let defaultMTU = 1500
@@ -36,7 +38,7 @@ public struct TunnelSettings: Sendable, Equatable {
                 ipv4Settings: IPv4Settings? = nil, ipv6Settings: IPv6Settings? = nil,
                 dnsSettings: DNSSettings? = nil, includeAllNetworks: Bool = false,
                 excludeLocalNetworks: Bool = false, carrierEndpoints: [CarrierEndpoint] = [],
-                runtime: RuntimeSettings = .none) {
+                runtime: RuntimeSettings = .none, forwarding: ForwardingSettings? = nil) {
         self.name = name
         self.tunnelRemoteAddress = tunnelRemoteAddress
         self.mtu = mtu
@@ -47,6 +49,20 @@ public struct TunnelSettings: Sendable, Equatable {
         self.excludeLocalNetworks = excludeLocalNetworks
         self.carrierEndpoints = carrierEndpoints
         self.runtime = runtime
+        self.forwarding = forwarding
+    }
+}
+
+/// Gateway mode (no NetworkExtension equivalent): packets from `sources`
+/// that this host forwards go through the tunnel like its own, masqueraded
+/// behind the tunnel's address unless `masquerade` is false.
+public struct ForwardingSettings: Sendable, Equatable {
+    public var sources: [IPPrefix]
+    public var masquerade: Bool
+
+    public init(sources: [IPPrefix], masquerade: Bool = true) {
+        self.sources = sources
+        self.masquerade = masquerade
     }
 }
 
