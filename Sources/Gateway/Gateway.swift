@@ -105,7 +105,10 @@ public final class Gateway {
     /// lock held, the journal committed. Residue of an earlier crash of the
     /// same name is removed first. On any failure everything applied is
     /// rolled back before the error is thrown.
-    public func up(_ settings: TunnelSettings, resolver: some HostResolver, configPath: String?) throws(GatewayError) -> ActiveTunnel {
+    /// With `awaitingRuntime`, the tunnel stays `connecting` after apply until
+    /// the caller reports its runtime ready.
+    public func up(_ settings: TunnelSettings, resolver: some HostResolver, configPath: String?,
+                   awaitingRuntime: Bool = false) throws(GatewayError) -> ActiveTunnel {
         let name = settings.name
         guard let lock = try system({ () throws(SystemCallError) in try FileLock.tryAcquire(state.lockPath(name)) }) else {
             throw GatewayError.alreadyRunning(name: name, pid: TunnelRecord.read(from: state.statePath(name))?.pid)
@@ -122,14 +125,14 @@ public final class Gateway {
             if let callerNetlink, try netlinkCall({ () throws(NetlinkError) in try callerNetlink.link(named: name) }) != nil {
                 throw GatewayError.interfaceExists(name)
             }
-            return try apply(plan, lock: lock, configPath: configPath)
+            return try apply(plan, lock: lock, configPath: configPath, awaitingRuntime: awaitingRuntime)
         } catch {
             lock.releaseAndRemove()
             throw error
         }
     }
 
-    private func apply(_ plan: TunnelPlan, lock: FileLock, configPath: String?) throws(GatewayError) -> ActiveTunnel {
+    private func apply(_ plan: TunnelPlan, lock: FileLock, configPath: String?, awaitingRuntime: Bool) throws(GatewayError) -> ActiveTunnel {
         let name = plan.interfaceName
         var record = TunnelRecord(name: name, pid: ProcessControl.id, status: .connecting, slot: plan.slot.index,
                                   configPath: configPath, since: ProcessControl.monotonicSeconds(),
@@ -203,7 +206,7 @@ public final class Gateway {
         }
         do {
             try journal.recordCommitted()
-            record.status = .connected
+            record.status = awaitingRuntime ? .connecting : .connected
             try record.write(to: state.statePath(name))
         } catch {
             _ = try? teardown(name: name, tun: tun)
@@ -533,6 +536,13 @@ public final class ActiveTunnel {
     /// Publishes counters in the state file for `status`.
     public func publish(counters: PacketCounters) {
         record.counters = counters
+        try? record.write(to: gateway.state.statePath(plan.interfaceName))
+    }
+
+    /// Publishes a lifecycle transition (and the runtime's status JSON).
+    public func publish(status: TunnelStatus, runtimeStatus: String? = nil) {
+        record.status = status
+        if let runtimeStatus { record.runtimeStatus = runtimeStatus }
         try? record.write(to: gateway.state.statePath(plan.interfaceName))
     }
 }

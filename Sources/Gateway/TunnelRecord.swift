@@ -18,6 +18,14 @@ public struct PacketCounters: Codable, Sendable, Equatable {
     public var droppedNoRuntime: UInt64 = 0
     public var droppedNotIP: UInt64 = 0
     public var droppedOverMTU: UInt64 = 0
+    /// Packets from the runtime that were not a complete IP packet (bad version, truncated, length mismatch).
+    public var droppedMalformed: UInt64 = 0
+    /// Packets the TUN did not take (its queue full) or the runtime refused (INVALID_ARGUMENT, FAILED).
+    public var droppedWriteFailed: UInt64 = 0
+    public var droppedRefused: UInt64 = 0
+    /// Backpressure: QUEUE_FULL answers, and packets sent in again after one (never dropped for it).
+    public var queueFull: UInt64 = 0
+    public var retries: UInt64 = 0
     /// Repairs after others changed the tunnel's kernel state, and the last one.
     public var repairs: UInt64 = 0
     public var lastRepair: String?
@@ -33,6 +41,8 @@ public struct TunnelRecord: Codable, Sendable, Equatable {
     public var slot: Int
     public var configPath: String?
     public var since: Double
+    /// The runtime's own status JSON, as it last reported it (secrets scrubbed).
+    public var runtimeStatus: String?
     /// The namespace the tunnel's interface was moved into (isolate mode).
     public var isolatedIn: String?
     public var counters: PacketCounters?

@@ -8,7 +8,7 @@ extension TunnelSettings {
     static let ipv4RouteKeys = ["destinationAddress", "subnetMask", "gatewayAddress"]
     static let ipv6RouteKeys = ["destinationAddress", "networkPrefixLength", "gatewayAddress"]
     static let dnsKeys = ["servers", "searchDomains", "matchDomains", "matchDomainsNoSearch", "domainName"]
-    static let runtimeKinds = ["none"]
+    static let runtimeKinds = ["none", "callback"]
 
     /// Parses and validates a JSON configuration. Host names are checked for
     /// syntax only; `resolveCarrierEndpoints` checks that they resolve.
@@ -373,17 +373,90 @@ struct SettingsReader {
 
     mutating func readRuntime(_ entry: (JSONValue, String)) -> RuntimeSettings? {
         let path = entry.1
-        guard let m = members(entry.0, path, allowed: ["kind"]) else { return nil }
-        guard let kind = string(m["kind"]) else {
-            if m["kind"] == nil { problem("\(path).kind", "missing (one of: \(TunnelSettings.runtimeKinds.joined(separator: ", ")))") }
+        guard case .object(let raw) = entry.0 else {
+            problem(path, "expected an object, found \(entry.0.typeName)")
             return nil
         }
+        guard let kindValue = raw.first(where: { $0.key == "kind" })?.value else {
+            problem("\(path).kind", "missing (one of: \(TunnelSettings.runtimeKinds.joined(separator: ", ")))")
+            return nil
+        }
+        guard let kind = string((kindValue, "\(path).kind")) else { return nil }
         switch kind {
-        case "none": return RuntimeSettings.none
+        case "none":
+            _ = members(entry.0, path, allowed: ["kind"])
+            return RuntimeSettings.none
+        case "callback":
+            return readCallbackRuntime(entry).map { .callback($0) }
         default:
             problem("\(path).kind", "unknown runtime kind \(quoted(kind)) (supported: \(TunnelSettings.runtimeKinds.joined(separator: ", ")))")
             return nil
         }
+    }
+
+    mutating func readCallbackRuntime(_ entry: (JSONValue, String)) -> CallbackRuntimeSettings? {
+        let path = entry.1
+        guard let m = members(entry.0, path, allowed: ["kind", "library", "symbols", "arguments", "secretFile",
+                                                       "secretEnvironment", "packetPath", "resultCodes", "startTimeoutSeconds"]) else { return nil }
+        guard let library = string(m["library"]) else {
+            if m["library"] == nil { problem("\(path).library", "missing (the path of the runtime's shared library)") }
+            return nil
+        }
+        if library.isEmpty { problem("\(path).library", "empty") }
+        var settings = CallbackRuntimeSettings(library: library)
+        if let entry = m["symbols"], let sm = members(entry.0, entry.1, allowed: ["start", "packetIn", "status", "stop", "appMessage"]) {
+            func symbol(_ key: String) -> String? {
+                guard let text = string(sm[key]) else { return nil }
+                if text.isEmpty || !text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) {
+                    problem("\(entry.1).\(key)", "\(quoted(text)) is not a C symbol name")
+                    return nil
+                }
+                return text
+            }
+            if let v = symbol("start") { settings.symbols.start = v }
+            if let v = symbol("packetIn") { settings.symbols.packetIn = v }
+            if let v = symbol("status") { settings.symbols.status = v }
+            if let v = symbol("stop") { settings.symbols.stop = v }
+            if let (value, _) = sm["appMessage"], value == .null { settings.symbols.appMessage = nil }
+            else if let v = symbol("appMessage") { settings.symbols.appMessage = v }
+        }
+        for (value, p) in array(m["arguments"]) ?? [] {
+            if let text = string((value, p)) { settings.arguments.append(text) }
+        }
+        if m["secretFile"] != nil && m["secretEnvironment"] != nil {
+            problem("\(path).secretEnvironment", "give secretFile or secretEnvironment, not both")
+        } else if let file = string(m["secretFile"]) {
+            if !file.hasPrefix("/") { problem("\(path).secretFile", "\(quoted(file)) is not an absolute path") }
+            settings.secret = .file(file)
+        } else if let variable = string(m["secretEnvironment"]) {
+            settings.secret = .environment(variable)
+        }
+        if let text = string(m["packetPath"]) {
+            if let p = PacketPath(rawValue: text) { settings.packetPath = p }
+            else { problem("\(path).packetPath", "\(quoted(text)) is not callback or fd") }
+        }
+        if let entry = m["resultCodes"], let rm = members(entry.0, entry.1, allowed: ["ok", "queueFull", "invalidState",
+                                                                                   "invalidArgument", "bufferTooSmall", "failed"]) {
+            func code(_ key: String) -> Int32? {
+                guard let n = integer(rm[key]) else { return nil }
+                guard let v = Int32(exactly: n) else { problem("\(entry.1).\(key)", "\(n) is not a 32-bit value"); return nil }
+                return v
+            }
+            if let v = code("ok") { settings.resultCodes.ok = v }
+            if let v = code("queueFull") { settings.resultCodes.queueFull = v }
+            if let v = code("invalidState") { settings.resultCodes.invalidState = v }
+            if let v = code("invalidArgument") { settings.resultCodes.invalidArgument = v }
+            if let v = code("bufferTooSmall") { settings.resultCodes.bufferTooSmall = v }
+            if let v = code("failed") { settings.resultCodes.failed = v }
+            let c = settings.resultCodes
+            if Set([c.ok, c.queueFull, c.invalidState, c.invalidArgument, c.bufferTooSmall, c.failed]).count != 6 {
+                problem(entry.1, "two result codes have the same value")
+            }
+        }
+        if let n = integer(m["startTimeoutSeconds"]) {
+            if (1...600).contains(n) { settings.startTimeoutSeconds = Double(n) } else { problem("\(path).startTimeoutSeconds", "\(n) is outside 1–600") }
+        }
+        return settings
     }
 }
 

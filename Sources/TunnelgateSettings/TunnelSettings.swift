@@ -185,4 +185,58 @@ public struct CarrierEndpoint: Sendable, Hashable, CustomStringConvertible {
 public enum RuntimeSettings: Sendable, Equatable {
     /// No runtime: packets read from the TUN are counted and dropped.
     case none
+    /// A shared library behind the callback C ABI (tunnelgate_runtime.h).
+    case callback(CallbackRuntimeSettings)
+}
+
+/// Where a callback runtime's packets flow.
+public enum PacketPath: String, Sendable, Equatable {
+    /// Tunnelgate reads the TUN and calls packet_in; the writer callback writes to the TUN.
+    case callback
+    /// The runtime gets the TUN descriptor (`--tun-fd N`) and reads and writes it itself.
+    case fd
+}
+
+/// `{"kind": "callback", …}`: a runtime library and how to bind and start it.
+public struct CallbackRuntimeSettings: Sendable, Equatable {
+    /// Symbol names, defaulting to tunnelgate_runtime_start … _app_message.
+    public struct Symbols: Sendable, Equatable {
+        public var start = "tunnelgate_runtime_start"
+        public var packetIn = "tunnelgate_runtime_packet_in"
+        public var status = "tunnelgate_runtime_status"
+        public var stop = "tunnelgate_runtime_stop"
+        /// nil when the configuration says "appMessage": null (the runtime has none).
+        public var appMessage: String? = "tunnelgate_runtime_app_message"
+        public init() {}
+    }
+
+    /// The runtime's values for the ABI's result codes, when they differ.
+    public struct ResultCodes: Sendable, Equatable {
+        public var ok: Int32 = 0
+        public var queueFull: Int32 = 1
+        public var invalidState: Int32 = 2
+        public var invalidArgument: Int32 = 3
+        public var bufferTooSmall: Int32 = 4
+        public var failed: Int32 = 5
+        public init() {}
+    }
+
+    public enum Secret: Sendable, Equatable {
+        case none
+        /// A file readable by its owner only.
+        case file(String)
+        /// An environment variable of the tunnelgate process.
+        case environment(String)
+    }
+
+    public var library: String
+    public var symbols = Symbols()
+    public var arguments: [String] = []
+    public var secret: Secret = .none
+    public var packetPath: PacketPath = .callback
+    public var resultCodes = ResultCodes()
+    /// How long `up` waits for the runtime to report an interface.
+    public var startTimeoutSeconds: Double = 30
+
+    public init(library: String) { self.library = library }
 }
