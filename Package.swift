@@ -7,6 +7,8 @@ let package = Package(
         .executable(name: "tunnelgate", targets: ["tunnelgate"]),
         .library(name: "TunnelgateSettings", targets: ["TunnelgateSettings"]),
         .library(name: "Gateway", targets: ["Gateway"]),
+        // The example packet runtime (docs/runtime-abi.md): a shared library tests and users load.
+        .library(name: "TunnelgateExampleRuntime", type: .dynamic, targets: ["CExampleRuntime"]),
     ],
     targets: [
         // System libraries, found by pkg-config (Debian: libmnl-dev, libnftnl-dev).
@@ -14,6 +16,12 @@ let package = Package(
                        providers: [.apt(["libmnl-dev"])]),
         .systemLibrary(name: "CNftnl", pkgConfig: "libnftnl",
                        providers: [.apt(["libnftnl-dev"])]),
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium",
+                       providers: [.apt(["libsodium-dev"])]),
+        // The public C header of the runtime ABI (tunnelgate_runtime.h).
+        .target(name: "CTunnelgateRuntime"),
+        // The example runtime: IP packets in UDP, sealed with XChaCha20-Poly1305 (libsodium).
+        .target(name: "CExampleRuntime", dependencies: ["CTunnelgateRuntime", "CSodium"]),
         // The kernel macros, ioctls and glibc-only calls Swift cannot import.
         .target(name: "CTunnelgateShims"),
 
@@ -29,7 +37,9 @@ let package = Package(
         .target(name: "Gateway", dependencies: ["Netlink", "Nftables", "DNSConfig", "LinuxSystem", "TunnelgateSettings"]),
         // DNS from NEDNSSettings: resolv.conf backends (namespace, host), systemd-resolved, split-DNS forwarder.
         .target(name: "DNSConfig", dependencies: ["LinuxSystem", "TunnelgateSettings"]),
-        .executableTarget(name: "tunnelgate", dependencies: ["Gateway", "TunnelgateSettings"]),
+        // Packet runtimes hosted behind the callback C ABI: dlopen, packet flow, backpressure, lifecycle.
+        .target(name: "Runtimes", dependencies: ["Gateway", "CTunnelgateRuntime", "LinuxSystem", "TunnelgateSettings"]),
+        .executableTarget(name: "tunnelgate", dependencies: ["Gateway", "Runtimes", "TunnelgateSettings"]),
 
         .testTarget(name: "TunnelgateSettingsTests", dependencies: ["TunnelgateSettings"]),
         .testTarget(name: "NetlinkTests", dependencies: ["Netlink", "LinuxSystem"]),

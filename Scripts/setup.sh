@@ -13,6 +13,7 @@ packages=(
   iputils-ping    # real traffic in end-to-end tests
   procps          # sysctl, pgrep
   jq              # tests read configs and status --json with it
+  dnsmasq-base    # real DNS servers behind the split-DNS forwarder in DNSConfigTests
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -11,6 +11,7 @@
 #include <spawn.h>
 #include <sys/file.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/ioctl.h>
 #include <net/if.h>
 #include <linux/if_tun.h>
@@ -90,3 +91,15 @@ done:
 int CTunnelgateShims_unshare_network(void) { return unshare(CLONE_NEWNET); }
 
 int CTunnelgateShims_setns_network(int fd) { return setns(fd, CLONE_NEWNET); }
+
+int CTunnelgateShims_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
+    struct ucred cred;
+    socklen_t length = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) != 0) return -1;
+    *pid = cred.pid;
+    *uid = cred.uid;
+    *gid = cred.gid;
+    return 0;
+}
+
+int CTunnelgateShims_accept_cloexec(int fd) { return accept4(fd, NULL, NULL, SOCK_CLOEXEC); }

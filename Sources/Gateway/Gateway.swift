@@ -1,3 +1,4 @@
+import DNSConfig
 import Glibc
 import LinuxSystem
 import Netlink
@@ -184,6 +185,20 @@ public final class Gateway {
             _ = try? teardown(name: name, tun: tun)
             throw .system(error)
         }
+        var dns: DNSApplied?
+        if let dnsSettings = plan.settings.dnsSettings {
+            do throws(DNSConfigError) {
+                dns = try inTunnelNamespace { () throws(DNSConfigError) in
+                    try DNSConfigurator().apply(settings: dnsSettings, interfaceName: name, interfaceIndex: interfaceIndex,
+                                                stateDirectory: state.path, tunnelName: name)
+                }
+                try dns?.forwarder?.start()
+                record.dnsBackend = dns?.backend.description
+            } catch {
+                let rolledBack = (try? teardown(name: name, tun: tun)) != nil
+                throw .dns(error.description, rolledBack: rolledBack)
+            }
+        }
         if let table = plan.firewall {
             do throws(SystemCallError) { try journal.record(nftTable: table.name) } catch {
                 _ = try? teardown(name: name, tun: tun)
@@ -212,7 +227,7 @@ public final class Gateway {
             _ = try? teardown(name: name, tun: tun)
             throw .system(error)
         }
-        return ActiveTunnel(plan: plan, tun: tun, interfaceIndex: interfaceIndex, lock: lock, record: record, gateway: self)
+        return ActiveTunnel(plan: plan, tun: tun, interfaceIndex: interfaceIndex, lock: lock, record: record, dns: dns, gateway: self)
     }
 
     // MARK: - Verify
@@ -362,6 +377,12 @@ public final class Gateway {
         let journal: JournalContents?
         do { journal = try Journal.read(path: state.journalPath(name)) } catch { throw .system(error) }
         guard let journal else {
+            // DNS keeps its own journal; a crash between the two leaves only that one.
+            if FileSystem.exists(state.path + "/\(name).dns") {
+                let problems = restoreDNS(name)
+                guard problems.isEmpty else { throw .residue(name: name, problems) }
+                return true
+            }
             FileSystem.remove(state.statePath(name))
             return false
         }
@@ -426,6 +447,7 @@ public final class Gateway {
             }
 
             failures += restoreSysctls(journal)
+            failures += restoreDNS(name)
 
             // Read back: nothing of ours may remain.
             for family in IPFamily.allCases {
@@ -447,11 +469,23 @@ public final class Gateway {
         return true
     }
 
+    /// Puts back the DNS files a tunnel changed (from NAME.dns; nothing when there is none).
+    func restoreDNS(_ name: String) -> [String] {
+        do throws(DNSConfigError) {
+            try inTunnelNamespace { () throws(DNSConfigError) in
+                try DNSConfigurator.restore(stateDirectory: state.path, tunnelName: name)
+            }
+            return []
+        } catch {
+            return ["restoring DNS: \(error)"]
+        }
+    }
+
     /// Removes what a dead owner of `name` left behind. The caller holds the
     /// name lock. `keepFirewall` leaves a kill switch in place for the next
     /// run to replace atomically, so the host is never unprotected between.
     func removeResidue(_ name: String, keepFirewall: Bool = false) throws(GatewayError) {
-        guard FileSystem.exists(state.journalPath(name)) else { return }
+        guard FileSystem.exists(state.journalPath(name)) || FileSystem.exists(state.path + "/\(name).dns") else { return }
         log?("removing what an earlier run of \(name) left behind\(keepFirewall ? " (its kill switch stays until replaced)" : "")")
         try teardown(name: name, tun: nil, keepFirewall: keepFirewall)
     }
@@ -516,7 +550,11 @@ public final class ActiveTunnel {
     private unowned let gateway: Gateway
     private var stopped = false
 
-    init(plan: TunnelPlan, tun: TunDevice, interfaceIndex: Int32, lock: FileLock, record: TunnelRecord, gateway: Gateway) {
+    /// The DNS applied, with its split-DNS forwarder when there is one.
+    public let dns: DNSApplied?
+
+    init(plan: TunnelPlan, tun: TunDevice, interfaceIndex: Int32, lock: FileLock, record: TunnelRecord, dns: DNSApplied?, gateway: Gateway) {
+        self.dns = dns
         self.plan = plan
         self.tun = tun
         self.interfaceIndex = interfaceIndex
@@ -530,6 +568,7 @@ public final class ActiveTunnel {
         guard !stopped else { return }
         stopped = true
         defer { lock.releaseAndRemove() }
+        try? dns?.forwarder?.stop()
         try gateway.teardown(name: plan.interfaceName, tun: tun)
     }
 

@@ -16,6 +16,7 @@ public enum GatewayError: Error, CustomStringConvertible {
     case apply(NetlinkBatchError, rolledBack: Bool)
     case verification([String], rolledBack: Bool)
     case firewall(NftablesError, rolledBack: Bool)
+    case dns(String, rolledBack: Bool)
     case stopTimeout(name: String, pid: Int32)
     case residue(name: String, [String])
 
@@ -38,6 +39,8 @@ public enum GatewayError: Error, CustomStringConvertible {
                 + (rolledBack ? "\neverything applied was rolled back" : "")
         case .firewall(let e, let rolledBack):
             return "applying the kill switch failed: \(e)" + (rolledBack ? "\neverything applied was rolled back" : "")
+        case .dns(let e, let rolledBack):
+            return "applying dnsSettings failed: \(e)" + (rolledBack ? "\neverything applied was rolled back" : "")
         case .stopTimeout(let name, let pid):
             return "tunnel \(name) (pid \(pid)) did not stop in time"
         case .residue(let name, let problems):

@@ -16,6 +16,7 @@ import LinuxSystem
 ///   NAME.journal  every kernel object, written before it is created; gone after a clean down
 ///   NAME.state    the owner's pid and NEVPNStatus, rewritten on each transition
 ///   NAME.log      the detached owner's standard error
+///   NAME.sock     the control socket of the running owner (owner-only, peer credentials checked)
 public struct StateDirectory: Sendable {
     public static let root = "/run/tunnelgate"
     public let path: String
@@ -46,6 +47,8 @@ public struct StateDirectory: Sendable {
     public func journalPath(_ name: String) -> String { "\(path)/\(name).journal" }
     public func statePath(_ name: String) -> String { "\(path)/\(name).state" }
     public func logPath(_ name: String) -> String { "\(path)/\(name).log" }
+    /// The running tunnel's control socket.
+    public func controlPath(_ name: String) -> String { "\(path)/\(name).sock" }
     /// Serialises slot allocation between tunnels starting at the same time.
     public var allocationLockPath: String { "\(path)/.allocation.lock" }
 

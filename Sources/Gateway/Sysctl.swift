@@ -1,3 +1,4 @@
+import DNSConfig
 import Glibc
 import LinuxSystem
 import TunnelgateSettings
@@ -48,6 +49,16 @@ extension Gateway {
         guard let namespace = isolatedNamespace else { return try body() }
         do { return try namespace.perform(body) } catch {
             switch error { case .enter(let e), .body(let e): throw e }
+        }
+    }
+
+    func inTunnelNamespace<T>(_ body: () throws(DNSConfigError) -> T) throws(DNSConfigError) -> T {
+        guard let namespace = isolatedNamespace else { return try body() }
+        do { return try namespace.perform(body) } catch {
+            switch error {
+            case .enter(let e): throw .system(e)
+            case .body(let e): throw e
+            }
         }
     }
 

@@ -43,6 +43,8 @@ public struct TunnelRecord: Codable, Sendable, Equatable {
     public var since: Double
     /// The runtime's own status JSON, as it last reported it (secrets scrubbed).
     public var runtimeStatus: String?
+    /// Which DNS backend the tunnel's dnsSettings went to.
+    public var dnsBackend: String?
     /// The namespace the tunnel's interface was moved into (isolate mode).
     public var isolatedIn: String?
     public var counters: PacketCounters?

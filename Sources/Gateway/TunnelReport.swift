@@ -21,6 +21,8 @@ public struct TunnelReport: Codable, Sendable {
     public var pid: Int32?
     /// Isolate mode: the namespace the interface lives in.
     public var namespace: String?
+    /// The DNS backend used (systemd-resolved, netns resolv.conf, resolv.conf).
+    public var dns: String?
     public var interface: String?
     public var interfaceIndex: Int32?
     public var mtu: UInt32?
@@ -61,6 +63,7 @@ extension Gateway {
             report.status = record?.status ?? .connecting
             report.pid = record?.pid
             report.namespace = record?.isolatedIn
+            report.dns = record?.dnsBackend
             report.counters = record?.counters
         } else if journal != nil {
             report.residue = true

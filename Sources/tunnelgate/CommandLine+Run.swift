@@ -19,7 +19,7 @@ struct UsageError: Error {
 }
 
 enum Command: String, CaseIterable {
-    case validate, plan, up, down, status, help
+    case validate, plan, up, down, status, message, help
 
     var usage: String {
         switch self {
@@ -27,7 +27,8 @@ enum Command: String, CaseIterable {
         case .plan: "tunnelgate plan CONFIG [--netns NS]"
         case .up: "tunnelgate up CONFIG [--netns NS] [--detach]"
         case .down: "tunnelgate down NAME [--netns NS]"
-        case .status: "tunnelgate status [NAME] [--netns NS] [--json]"
+        case .status: "tunnelgate status [NAME] [--netns NS] [--json | --watch]"
+        case .message: "tunnelgate message NAME DATA [--netns NS]"
         case .help: "tunnelgate help [SUBCOMMAND]"
         }
     }
@@ -39,6 +40,7 @@ enum Command: String, CaseIterable {
         case .up: "Apply a configuration, verify it, and keep the tunnel up."
         case .down: "Stop a tunnel and remove everything it created (also after a crash)."
         case .status: "Show tunnels of this network namespace: state, interface, routes, counters."
+        case .message: "Send DATA to the tunnel's runtime (app_message) and print its reply."
         case .help: "Show help for a subcommand."
         }
     }
@@ -60,7 +62,11 @@ enum Command: String, CaseIterable {
             text += "\nAsks the running tunnel to stop and waits until it has; if its process died,\nremoves what its journal records. Exits 1 when there is no such tunnel.\n"
         case .status:
             text += "\nARGUMENTS:\n  NAME            Only this tunnel.\n\nOPTIONS:\n  --netns NS      The tunnels put into namespace NS with `up --netns NS`.\n  --json          Machine-readable output.\n"
+            text += "  --watch         Print every transition of NAME as a JSON line until it is disconnected.\n"
             text += "\nStates are NEVPNStatus names: disconnected, connecting, connected, reasserting,\ndisconnecting.\n"
+        case .message:
+            text += "\nARGUMENTS:\n  NAME            A running tunnel.\n  DATA            The message (its UTF-8 bytes).\n\nOPTIONS:\n  --netns NS      The tunnel was started with `up --netns NS`.\n"
+            text += "\nThe equivalent of sendProviderMessage: DATA goes through the tunnel's control\nsocket to the runtime's app_message; its reply is printed.\n"
         case .help:
             break
         }
@@ -154,12 +160,24 @@ extension CommandLine {
             let name = try takePositional(&rest, "NAME", command)
             try noMore(rest, command)
             return try down(name, netns: netns)
+        case .message:
+            let netns = try takeNamespace(&rest, command)
+            let name = try takePositional(&rest, "NAME", command)
+            let data = try takePositional(&rest, "DATA", command)
+            try noMore(rest, command)
+            return try message(name, data, netns: netns)
         case .status:
             let netns = try takeNamespace(&rest, command)
             let json = takeFlag(&rest, "--json")
+            let watch = takeFlag(&rest, "--watch")
             let name = rest.first.flatMap { $0.hasPrefix("-") ? nil : $0 }
             if name != nil { rest.removeFirst() }
             try noMore(rest, command)
+            if watch {
+                guard let name else { throw UsageError(message: "--watch needs a tunnel NAME", command: command) }
+                if json { throw UsageError(message: "--watch prints JSON lines already; drop --json", command: command) }
+                return try watchStatus(name, netns: netns)
+            }
             return try status(name, netns: netns, json: json)
         }
     }

@@ -1,6 +1,7 @@
 import CTunnelgateShims
 import FoundationEssentials
 import Gateway
+import Runtimes
 import Glibc
 import LinuxSystem
 import TunnelgateSettings
@@ -84,38 +85,75 @@ extension CommandLine {
         if detach { return try spawnDetached(path, netns: netns, settings: settings) }
 
         let ready = readyFD.map { FileDescriptor(rawValue: $0) }
-        let signals = try NoRuntimeLoop.blockTerminationSignals()
+        func fail(_ message: String) -> Failure {
+            if let ready { try? ready.writeAll(Array(("error " + message).utf8)); ready.close() }
+            return Failure(message)
+        }
+        // The runtime's library, symbols and secret are checked before the kernel is touched.
+        var host: CallbackRuntimeHost?
+        if case .callback(let runtime) = settings.runtime {
+            do { host = try CallbackRuntimeHost(runtime) } catch { throw fail(error.description) }
+        }
+        let signals = try TerminationSignals.block()
         let gateway = try Gateway(namespace: isolated)
         if ready == nil { gateway.log = { printError("tunnelgate: \($0)") } }
         let tunnel: ActiveTunnel
         do {
-            tunnel = try gateway.up(settings, resolver: SystemResolver(), configPath: absolutePath(path))
+            tunnel = try gateway.up(settings, resolver: SystemResolver(), configPath: absolutePath(path), awaitingRuntime: host != nil)
         } catch {
-            let message: String
-            if case .configuration(let e) = error { message = InvalidConfiguration(path: path, error: e).description }
-            else { message = error.description }
-            if let ready { try? ready.writeAll(Array(("error " + message).utf8)); ready.close() }
-            throw Failure(message)
+            if case .configuration(let e) = error { throw fail(InvalidConfiguration(path: path, error: e).description) }
+            throw fail(error.description)
         }
-        let summary = "\(tunnel.plan.interfaceName): connected (table \(tunnel.plan.slot.table), "
-            + "\(tunnel.plan.routes(interfaceIndex: nil).count) routes, \(tunnel.plan.rules.count) rules)"
+        let name = tunnel.plan.interfaceName
+        var runtimeState: RuntimeState?
+        if let host {
+            do {
+                try host.start(tun: tunnel.tun.descriptor, mtu: tunnel.plan.mtu)
+                let timeout = { if case .callback(let r) = settings.runtime { return r.startTimeoutSeconds }; return 30 }()
+                runtimeState = try host.waitUntilReady(timeout: timeout) { false }
+                tunnel.publish(status: .connected, runtimeStatus: runtimeState?.json)
+            } catch {
+                // A runtime that does not start leaves nothing behind.
+                host.stop()
+                let cleanup = (try? tunnel.stop()) == nil ? "\n(removing the tunnel failed too: run `tunnelgate down \(name)`)" : ""
+                throw fail(error.description + cleanup)
+            }
+        }
+        let summary = "\(name): connected (table \(tunnel.plan.slot.table), "
+            + "\(tunnel.plan.routes(interfaceIndex: nil).count) routes, \(tunnel.plan.rules.count) rules"
+            + (host.map { ", runtime \($0.settings.library) on the \($0.settings.packetPath.rawValue) path" } ?? "") + ")"
         if let ready {
             try? ready.writeAll(Array(("ready " + summary).utf8))
             ready.close()
             printError("tunnelgate: \(summary)")
         } else {
-            printError("tunnelgate: \(summary); stop with Ctrl-C or `tunnelgate down \(tunnel.plan.interfaceName)`")
+            printError("tunnelgate: \(summary); stop with Ctrl-C or `tunnelgate down \(name)`")
         }
         let monitor = try? gateway.makeMonitor()
         if monitor == nil { printError("tunnelgate: warning: cannot watch for outside changes; they will not be repaired") }
-        let signal = NoRuntimeLoop(tunnel: tunnel).run(signals: signals, monitor: monitor) { printError("tunnelgate: \($0)") }
-        printError("tunnelgate: \(tunnel.plan.interfaceName): stopping (signal \(signal))")
+        let control: ControlServer?
+        do { control = try ControlServer(gateway: gateway, name: name) } catch {
+            control = nil
+            printError("tunnelgate: warning: no control socket: \(error)")
+        }
+        var failure: String?
+        switch RuntimeLoop(tunnel: tunnel, host: host, initialState: runtimeState)
+            .run(signals: signals, monitor: monitor, control: control, log: { printError("tunnelgate: \($0)") }) {
+        case .signal(let signal): printError("tunnelgate: \(name): stopping (signal \(signal))")
+        case .runtimeFailed(let reason):
+            failure = reason
+            printError("tunnelgate: \(name): the runtime failed: \(reason); stopping")
+        }
+        tunnel.publish(status: .disconnecting)
+        host?.stop()
+        _ = control
         do {
             try tunnel.stop()
         } catch {
             throw Failure(error.description)
         }
-        printError("tunnelgate: \(tunnel.plan.interfaceName): disconnected, everything removed")
+        printError("tunnelgate: \(name): disconnected, everything removed")
+        if let failure { throw Failure("the runtime failed: \(failure)") }
         return ExitCode.success
     }
 
@@ -183,6 +221,42 @@ extension CommandLine {
         return ExitCode.success
     }
 
+    static func message(_ name: String, _ data: String, netns: String?) throws -> Int32 {
+        if let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .message) }
+        let gateway = try Gateway(readOnly: true, namespace: try namespace(netns))
+        let path = gateway.state.controlPath(name)
+        guard FileSystem.exists(path) else { throw Failure("tunnel \(name) is not running in this network namespace") }
+        let answer = try ControlServer.request(path, "message " + Data(data.utf8).base64EncodedString())
+        guard let value = try? JSONParser.parse(Array(answer.utf8)), case .object(let members) = value else {
+            throw Failure("unreadable answer from tunnel \(name)")
+        }
+        if case .string(let reply)? = members.first(where: { $0.key == "reply" })?.value, let bytes = Data(base64Encoded: reply) {
+            print(String(decoding: bytes, as: UTF8.self))
+            return ExitCode.success
+        }
+        if case .string(let error)? = members.first(where: { $0.key == "error" })?.value { throw Failure(error) }
+        throw Failure("unreadable answer from tunnel \(name)")
+    }
+
+    /// Prints each NEVPNStatus transition of `name` as a JSON line, until it is disconnected.
+    static func watchStatus(_ name: String, netns: String?) throws -> Int32 {
+        if let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .status) }
+        let gateway = try Gateway(readOnly: true, namespace: try namespace(netns))
+        var last: TunnelStatus?
+        while true {
+            let status = try gateway.report(name).status
+            if status != last {
+                let seconds = Double(ProcessControl.monotonicSeconds())
+                // Written straight to the descriptor: a pipe reader sees each line as it happens.
+                let line = #"{"name":"\#(name)","status":"\#(status.rawValue)","monotonic":\#(seconds)}"# + "\n"
+                try? FileDescriptor(rawValue: STDOUT_FILENO).writeAll(Array(line.utf8))
+                last = status
+            }
+            if status == .disconnected { return ExitCode.success }
+            ProcessControl.sleep(seconds: 0.02)
+        }
+    }
+
     static func describe(_ r: TunnelReport) -> String {
         var lines = ["\(r.name): \(r.status.rawValue)\(r.pid.map { " (pid \($0))" } ?? "")"]
         if r.residue { lines.append("  residue of a run that did not stop cleanly; `tunnelgate down \(r.name)` removes it") }
@@ -190,6 +264,7 @@ extension CommandLine {
             lines.append("  interface: \(i) (index \(r.interfaceIndex ?? 0)), mtu \(r.mtu ?? 0)" + (r.namespace.map { ", in namespace \($0) (isolate mode)" } ?? ""))
         }
         if !r.addresses.isEmpty { lines.append("  addresses: \(r.addresses.joined(separator: ", "))") }
+        if let dns = r.dns { lines.append("  dns: \(dns)") }
         if let t = r.table {
             lines.append("  routes (table \(t)): IPv4 \(r.ipv4Routes.included) included, \(r.ipv4Routes.excluded) excluded; "
                          + "IPv6 \(r.ipv6Routes.included) included, \(r.ipv6Routes.excluded) excluded; \(r.rules) rules")

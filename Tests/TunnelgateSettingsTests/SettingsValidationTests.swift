@@ -72,7 +72,7 @@ final class SettingsValidationTests: XCTestCase {
         """)
         // Unknown keys of an object come first, then the problems of its known keys in file order.
         XCTAssertEqual(p, [
-            "frobnicate: unknown key (known here: name, tunnelRemoteAddress, mtu, ipv4Settings, ipv6Settings, dnsSettings, includeAllNetworks, excludeLocalNetworks, carrierEndpoints, runtime)",
+            "frobnicate: unknown key (known here: name, tunnelRemoteAddress, mtu, ipv4Settings, ipv6Settings, dnsSettings, includeAllNetworks, excludeLocalNetworks, carrierEndpoints, runtime, forwarding)",
             "name: 'this-name-is-way-too-long' is 25 bytes; the kernel takes interface names of at most 15",
             "mtu: 500 is outside 576–65535",
             "ipv4Settings.addresses[1]: '10.8.0.300' is not an IPv4 address",

@@ -43,4 +43,10 @@ int CTunnelgateShims_unshare_network(void);
 /// namespace `fd` refers to. 0, or -1 with errno set.
 int CTunnelgateShims_setns_network(int fd);
 
+/// SO_PEERCRED of a connected Unix socket (struct ucred needs _GNU_SOURCE).
+int CTunnelgateShims_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
+
+/// accept4(fd, NULL, NULL, SOCK_CLOEXEC).
+int CTunnelgateShims_accept_cloexec(int fd);
+
 #endif

@@ -1,1 +1,0 @@
-// The DNS module: see docs/architecture.md.

@@ -1,0 +1,36 @@
+/// Why a message is not a query the split-DNS forwarder relays. The
+/// forwarder drops such messages and counts them; it never answers them.
+public enum DNSMessageError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// Shorter than the 12-byte header.
+    case truncatedHeader(length: Int)
+    /// Longer than 65535 bytes.
+    case tooLong(length: Int)
+    /// QR is 1: a response, not a query.
+    case notAQuery
+    /// OPCODE is not 0 (QUERY): NOTIFY, UPDATE and the rest are not relayed.
+    case unsupportedOpcode(Int)
+    /// QDCOUNT is not 1.
+    case questionCount(Int)
+    /// A compression pointer (top bits 11) in the question's name.
+    case compressionPointer(offset: Int)
+    /// A label type 01 or 10 (RFC 6891 §5: reserved).
+    case reservedLabelType(offset: Int)
+    /// The name is longer than 255 bytes in wire form.
+    case nameTooLong(offset: Int)
+    /// The message ends inside the question.
+    case truncatedQuestion(offset: Int)
+
+    public var description: String {
+        switch self {
+        case .truncatedHeader(let length): "message of \(length) bytes is shorter than a DNS header"
+        case .tooLong(let length): "message of \(length) bytes is longer than 65535 bytes"
+        case .notAQuery: "message is a response (QR = 1), not a query"
+        case .unsupportedOpcode(let opcode): "opcode \(opcode) is not a standard query"
+        case .questionCount(let count): "\(count) questions (a query has exactly one)"
+        case .compressionPointer(let offset): "compression pointer at byte \(offset) of the question"
+        case .reservedLabelType(let offset): "reserved label type at byte \(offset)"
+        case .nameTooLong(let offset): "name longer than 255 bytes at byte \(offset)"
+        case .truncatedQuestion(let offset): "message ends inside the question at byte \(offset)"
+        }
+    }
+}

@@ -1,0 +1,198 @@
+import CTunnelgateRuntime
+import Gateway
+import Glibc
+import LinuxSystem
+import TunnelgateSettings
+
+/// What a runtime says of itself (its status JSON).
+public struct RuntimeState: Sendable, Equatable {
+    public enum Phase: String, Sendable { case starting, ready, reconnecting, failed, stopped }
+    public var phase: Phase
+    public var interface: String?
+    public var error: String?
+    /// The whole JSON, secrets scrubbed.
+    public var json: String
+
+    /// The NEVPNStatus this runtime state means for the tunnel.
+    public var tunnelStatus: TunnelStatus {
+        switch phase {
+        case .starting: .connecting
+        case .ready: interface == nil ? .connecting : .connected
+        case .reconnecting: .reasserting
+        case .failed, .stopped: .disconnecting
+        }
+    }
+}
+
+/// Hosts a runtime behind the callback ABI for one tunnel: starts it with
+/// its arguments and secret, moves packets between the TUN and the runtime
+/// (or hands it the TUN in the fd path), applies backpressure without loss,
+/// follows its status, and stops it exactly once.
+public final class CallbackRuntimeHost {
+    public let settings: CallbackRuntimeSettings
+    let library: RuntimeLibrary
+    let secret: RuntimeSecret
+    let codes: CallbackRuntimeSettings.ResultCodes
+    private var handle: UnsafeMutableRawPointer?
+    private var writer: TunWriter?
+    private var stopped = false
+    private let secretText: String
+
+    /// Loads the library, binds its symbols and reads the secret: every
+    /// check that can fail before the kernel is touched.
+    public init(_ settings: CallbackRuntimeSettings) throws(RuntimeError) {
+        self.settings = settings
+        library = try RuntimeLibrary(settings)
+        secret = try RuntimeSecret.load(settings.secret)
+        secretText = secret.text
+        codes = settings.resultCodes
+    }
+
+    /// The arguments as passed to start: the configuration's, then Tunnelgate's own.
+    func argumentsJSON(mtu: Int, tunFD: Int32?) -> String {
+        var args = settings.arguments + ["--tun-mtu", String(mtu)]
+        if let tunFD { args += ["--tun-fd", String(tunFD)] }
+        return "[" + args.map(jsonString).joined(separator: ",") + "]"
+    }
+
+    /// Starts the runtime. The secret is wiped from memory once start returns.
+    public func start(tun: FileDescriptor, mtu: Int) throws(RuntimeError) {
+        precondition(handle == nil && !stopped, "start is called once")
+        let writer = TunWriter(descriptor: tun.rawValue, mtu: mtu)
+        self.writer = writer
+        let args = argumentsJSON(mtu: mtu, tunFD: settings.packetPath == .fd ? tun.rawValue : nil)
+        var errorBuffer = [CChar](repeating: 0, count: 1024)
+        var errorLength = 0
+        var h: UnsafeMutableRawPointer?
+        let context = Unmanaged.passUnretained(writer).toOpaque()
+        let rc = args.withCString { argsPointer in
+            secret.withCString { secretPointer in
+                library.start(argsPointer, secretPointer, tunWriterCallback, context, &h, &errorBuffer, errorBuffer.count, &errorLength)
+            }
+        }
+        secret.wipe()
+        guard rc == codes.ok, let h else {
+            let length = min(max(errorLength, 0), errorBuffer.count)
+            let message = String(decoding: errorBuffer.prefix(length).prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            throw RuntimeError("the runtime did not start (\(describe(rc))): \(message.isEmpty ? "no message" : message.scrubbing(secretText))")
+        }
+        handle = h
+    }
+
+    /// Polls status until the runtime reports an interface (ready for
+    /// packets), fails, or `timeout` passes.
+    public func waitUntilReady(timeout: Double, interrupted: () -> Bool) throws(RuntimeError) -> RuntimeState {
+        let deadline = ProcessControl.monotonicSeconds() + timeout
+        var interval = 0.002
+        while true {
+            let state = try status()
+            if state.phase == .failed { throw RuntimeError("the runtime failed while starting: \(state.error ?? "no message")") }
+            if state.phase == .ready, state.interface != nil { return state }
+            if state.phase == .stopped { throw RuntimeError("the runtime stopped while starting") }
+            if ProcessControl.monotonicSeconds() > deadline {
+                throw RuntimeError("the runtime did not become ready within \(Int(timeout)) s (state \(state.phase.rawValue))")
+            }
+            if interrupted() { throw RuntimeError("interrupted while the runtime was starting") }
+            ProcessControl.sleep(seconds: interval)
+            interval = min(interval * 2, 0.05)
+        }
+    }
+
+    /// The runtime's status.
+    public func status() throws(RuntimeError) -> RuntimeState {
+        guard let handle else { throw RuntimeError("the runtime is not running") }
+        var capacity = 4096
+        while true {
+            var buffer = [CChar](repeating: 0, count: capacity)
+            var length = 0
+            let rc = library.status(handle, &buffer, capacity, &length)
+            if rc == codes.bufferTooSmall, length > capacity, length < 1 << 20 { capacity = length + 1; continue }
+            guard rc == codes.ok else { throw RuntimeError("status failed (\(describe(rc)))") }
+            let text = String(decoding: buffer.prefix(min(length, capacity)).prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                .scrubbing(secretText)
+            return try Self.parseStatus(text)
+        }
+    }
+
+    static func parseStatus(_ text: String) throws(RuntimeError) -> RuntimeState {
+        guard let value = try? JSONParser.parse(Array(text.utf8)), case .object(let members) = value else {
+            throw RuntimeError("the runtime's status is not a JSON object: \(text.prefix(200))")
+        }
+        func string(_ key: String) -> String? {
+            if case .string(let s)? = members.first(where: { $0.key == key })?.value { return s }
+            return nil
+        }
+        guard let phaseText = string("state"), let phase = RuntimeState.Phase(rawValue: phaseText) else {
+            throw RuntimeError("the runtime's status has no known state: \(text.prefix(200))")
+        }
+        return RuntimeState(phase: phase, interface: string("interface"), error: string("error"), json: text)
+    }
+
+    /// Sends bytes to the runtime's app_message and returns its reply.
+    public func appMessage(_ bytes: [UInt8]) throws(RuntimeError) -> [UInt8] {
+        guard let handle else { throw RuntimeError("the runtime is not running") }
+        guard let appMessage = library.appMessage else { throw RuntimeError("this runtime takes no app messages (it has no app_message symbol)") }
+        var capacity = 4096
+        while true {
+            var reply = [UInt8](repeating: 0, count: capacity)
+            var length = 0
+            let rc = bytes.withUnsafeBufferPointer { appMessage(handle, $0.baseAddress, $0.count, &reply, capacity, &length) }
+            if rc == codes.bufferTooSmall, length > capacity, length < 1 << 20 { capacity = length; continue }
+            guard rc == codes.ok else { throw RuntimeError("app_message failed (\(describe(rc)))") }
+            return Array(reply.prefix(min(length, capacity)))
+        }
+    }
+
+    /// Sends one packet in; the result says whether to keep it for a retry.
+    enum Delivery { case accepted, retryLater, refused }
+    func packetIn(_ packet: UnsafePointer<UInt8>, _ len: Int) -> Delivery {
+        guard let handle, let packetIn = library.packetIn else { return .refused }
+        let rc = packetIn(handle, packet, len)
+        if rc == codes.ok { return .accepted }
+        if rc == codes.queueFull || rc == codes.invalidState { return .retryLater }
+        return .refused
+    }
+
+    /// Stops the runtime, once; later calls do nothing. The writer stays
+    /// valid until the runtime's stop has returned.
+    public func stop() {
+        guard !stopped else { return }
+        stopped = true
+        if let handle { library.stop(handle) }
+        writer?.closed.store(true, ordering: .releasing)
+        handle = nil
+    }
+
+    var tunWriter: TunWriter? { writer }
+
+    func describe(_ rc: Int32) -> String {
+        switch rc {
+        case codes.ok: "OK"
+        case codes.queueFull: "QUEUE_FULL"
+        case codes.invalidState: "INVALID_STATE"
+        case codes.invalidArgument: "INVALID_ARGUMENT"
+        case codes.bufferTooSmall: "BUFFER_TOO_SMALL"
+        case codes.failed: "FAILED"
+        default: "code \(rc)"
+        }
+    }
+
+    deinit { stop() }
+}
+
+/// A JSON string literal.
+func jsonString(_ s: String) -> String {
+    var out = "\""
+    for scalar in s.unicodeScalars {
+        switch scalar {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        case _ where scalar.value < 0x20: out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
+        default: out.unicodeScalars.append(scalar)
+        }
+    }
+    return out + "\""
+}

@@ -1,0 +1,60 @@
+import CTunnelgateRuntime
+import Glibc
+import TunnelgateSettings
+
+/// A runtime's shared library, loaded with dlopen and its entry points
+/// bound by the configured names. Loading happens before anything touches
+/// the kernel, so a missing library or symbol changes nothing.
+public final class RuntimeLibrary {
+    public typealias Start = @convention(c) (UnsafePointer<CChar>?, UnsafePointer<CChar>?, tunnelgate_runtime_writer?,
+                                             UnsafeMutableRawPointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+                                             UnsafeMutablePointer<CChar>?, Int, UnsafeMutablePointer<Int>?) -> Int32
+    public typealias PacketIn = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<UInt8>?, Int) -> Int32
+    public typealias Status = @convention(c) (UnsafeMutableRawPointer?, UnsafeMutablePointer<CChar>?, Int, UnsafeMutablePointer<Int>?) -> Int32
+    public typealias Stop = @convention(c) (UnsafeMutableRawPointer?) -> Void
+    public typealias AppMessage = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<UInt8>?, Int,
+                                                  UnsafeMutablePointer<UInt8>?, Int, UnsafeMutablePointer<Int>?) -> Int32
+
+    public let path: String
+    let handle: UnsafeMutableRawPointer
+    let start: Start
+    let packetIn: PacketIn?
+    let status: Status
+    let stop: Stop
+    let appMessage: AppMessage?
+
+    public init(_ settings: CallbackRuntimeSettings) throws(RuntimeError) {
+        path = settings.library
+        guard let h = dlopen(settings.library, RTLD_NOW | RTLD_LOCAL) else {
+            let reason = dlerror().map { String(cString: $0) } ?? "unknown error"
+            throw RuntimeError("cannot load runtime library \(settings.library): \(reason)")
+        }
+        handle = h
+        func bind(_ name: String, _ key: String) throws(RuntimeError) -> UnsafeMutableRawPointer {
+            _ = dlerror()
+            guard let symbol = dlsym(h, name) else {
+                throw RuntimeError("runtime library \(settings.library) has no symbol '\(name)' (runtime.symbols.\(key))")
+            }
+            return symbol
+        }
+        do {
+            start = unsafeBitCast(try bind(settings.symbols.start, "start"), to: Start.self)
+            status = unsafeBitCast(try bind(settings.symbols.status, "status"), to: Status.self)
+            stop = unsafeBitCast(try bind(settings.symbols.stop, "stop"), to: Stop.self)
+            // The fd path never calls packet_in; the callback path cannot work without it.
+            if settings.packetPath == .callback {
+                packetIn = unsafeBitCast(try bind(settings.symbols.packetIn, "packetIn"), to: PacketIn.self)
+            } else {
+                packetIn = dlsym(h, settings.symbols.packetIn).map { unsafeBitCast($0, to: PacketIn.self) }
+            }
+        } catch {
+            dlclose(h)
+            throw error
+        }
+        // app_message is optional: without it `tunnelgate message` says so.
+        appMessage = settings.symbols.appMessage.flatMap { dlsym(h, $0) }.map { unsafeBitCast($0, to: AppMessage.self) }
+    }
+
+    // The library stays loaded for the life of the process: a runtime's
+    // threads may outlive a failed stop, and unloading code they run would crash.
+}

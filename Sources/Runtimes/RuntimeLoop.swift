@@ -1,0 +1,181 @@
+import CTunnelgateShims
+import Gateway
+import Glibc
+import LinuxSystem
+
+/// Runs a tunnel until a termination signal, a `stop` on its control
+/// socket, or its runtime's failure. Without a runtime (`"kind": "none"`)
+/// packets read from the TUN are counted and dropped.
+///
+/// Callback path: packets are read from the TUN in batches of up to 64 and
+/// sent in with packet_in. On QUEUE_FULL the packet and the rest of its batch
+/// are kept and sent again after a short, growing pause; meanwhile the TUN is
+/// not read, so the kernel's queue pushes back on the senders. Nothing is
+/// dropped for backpressure. Packets the runtime writes arrive through the
+/// writer callback (TunWriter) on its own threads.
+public final class RuntimeLoop {
+    public enum Exit: Sendable, Equatable {
+        case signal(Int32)
+        case runtimeFailed(String)
+    }
+
+    let tunnel: ActiveTunnel
+    let host: CallbackRuntimeHost?
+    var counters = PacketCounters()
+    /// Packets from the host over the MTU (the writer counts the runtime's).
+    private var hostOverMTU: UInt64 = 0
+    private var published: PacketCounters?
+    private var lastState: RuntimeState?
+
+    static let batch = 64
+    static let slotSize = 65536
+
+    public init(tunnel: ActiveTunnel, host: CallbackRuntimeHost?, initialState: RuntimeState?) {
+        self.tunnel = tunnel
+        self.host = host
+        self.lastState = initialState
+    }
+
+    public func run(signals: FileDescriptor, monitor: Monitor?, control: ControlServer?, log: (String) -> Void) -> Exit {
+        let tun = tunnel.tun.descriptor
+        let mtu = tunnel.plan.mtu
+        let readsTun = host?.settings.packetPath != .fd
+        let slots = UnsafeMutableRawPointer.allocate(byteCount: Self.batch * Self.slotSize, alignment: 16)
+        defer { slots.deallocate() }
+        var lengths = [Int](repeating: 0, count: Self.batch)
+        var pendingStart = 0, pendingEnd = 0
+        var retryAt: Double?
+        var backoff = 0.0002
+        var nextStatusPoll = ProcessControl.monotonicSeconds()
+        var nextPublish = ProcessControl.monotonicSeconds() + 1
+
+        var fds = [pollfd(fd: tun.rawValue, events: 0, revents: 0),
+                   pollfd(fd: signals.rawValue, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: control?.descriptor ?? -1, events: Int16(POLLIN), revents: 0)]
+        fds += (monitor?.descriptors ?? []).map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        var messages: (([UInt8]) -> Result<[UInt8], ControlFailure>)?
+        if let host {
+            messages = { (bytes: [UInt8]) -> Result<[UInt8], ControlFailure> in
+                do throws(RuntimeError) { return .success(try host.appMessage(bytes)) } catch { return .failure(ControlFailure(error.description)) }
+            }
+        }
+
+        /// Sends pending packets in, in order, until one has to wait.
+        func deliver() {
+            while pendingStart < pendingEnd {
+                let packet = (slots + pendingStart * Self.slotSize).assumingMemoryBound(to: UInt8.self)
+                let length = lengths[pendingStart]
+                let version = packet[0] >> 4
+                if version != 4 && version != 6 {
+                    counters.droppedNotIP += 1
+                } else if length > mtu {
+                    hostOverMTU += 1
+                } else if let host {
+                    switch host.packetIn(packet, length) {
+                    case .accepted:
+                        counters.packetsFromHost += 1
+                        counters.bytesFromHost += UInt64(length)
+                    case .retryLater:
+                        counters.queueFull += 1
+                        retryAt = ProcessControl.monotonicSeconds() + backoff
+                        backoff = min(backoff * 2, 0.005)
+                        return
+                    case .refused:
+                        counters.droppedRefused += 1
+                    }
+                } else {
+                    counters.packetsFromHost += 1
+                    counters.bytesFromHost += UInt64(length)
+                    counters.droppedNoRuntime += 1
+                }
+                pendingStart += 1
+            }
+            pendingStart = 0
+            pendingEnd = 0
+            retryAt = nil
+            backoff = 0.0002
+        }
+
+        while true {
+            let now = ProcessControl.monotonicSeconds()
+            // Read the TUN only when nothing is waiting for the runtime's queue.
+            fds[0].events = readsTun && pendingEnd == 0 ? Int16(POLLIN) : 0
+            var timeout = nextStatusPoll - now
+            if let retryAt { timeout = min(timeout, retryAt - now) }
+            if let monitor, monitor.timeoutMilliseconds() >= 0 { timeout = min(timeout, Double(monitor.timeoutMilliseconds()) / 1000) }
+            let ready = poll(&fds, nfds_t(fds.count), Int32(max(0, (timeout * 1000).rounded(.up))))
+            if ready < 0 && errno != EINTR { return .signal(SIGTERM) }
+
+            if fds[1].revents != 0 {
+                let signal = CTunnelgateShims_signalfd_read(signals.rawValue)
+                if signal != 0 { publish(); return .signal(signal) }
+            }
+            if fds[2].revents != 0, control?.serve(message: messages) == .stop {
+                publish()
+                return .signal(SIGTERM)
+            }
+            if let retryAt, ProcessControl.monotonicSeconds() >= retryAt {
+                counters.retries += 1
+                deliver()
+            }
+            if fds[0].revents & Int16(POLLIN) != 0, pendingEnd == 0 {
+                var count = 0
+                while count < Self.batch {
+                    let n = read(tun.rawValue, slots + count * Self.slotSize, Self.slotSize)
+                    if n <= 0 { break }
+                    lengths[count] = n
+                    count += 1
+                }
+                pendingStart = 0
+                pendingEnd = count
+                deliver()
+            }
+            if let monitor {
+                if fds[3...].contains(where: { $0.revents != 0 }) { monitor.notificationsArrived() }
+                let repaired = monitor.runDueCheck(tunnel: tunnel)
+                if !repaired.isEmpty {
+                    log("repaired after an outside change: \(repaired.joined(separator: "; "))")
+                    counters.repairs = UInt64(monitor.repairs)
+                    counters.lastRepair = monitor.lastRepair
+                    publish()
+                }
+            }
+            let after = ProcessControl.monotonicSeconds()
+            if let host, after >= nextStatusPoll {
+                nextStatusPoll = after + 0.25
+                do {
+                    let state = try host.status()
+                    if state.phase != lastState?.phase || state.interface != lastState?.interface {
+                        log("runtime: \(state.phase.rawValue)\(state.error.map { ": \($0)" } ?? "")")
+                        tunnel.publish(status: state.tunnelStatus, runtimeStatus: state.json)
+                    }
+                    lastState = state
+                    if state.phase == .failed { publish(); return .runtimeFailed(state.error ?? "the runtime reported failed") }
+                    if state.phase == .stopped { publish(); return .runtimeFailed("the runtime stopped by itself") }
+                } catch {
+                    return .runtimeFailed(error.description)
+                }
+            }
+            if host == nil { nextStatusPoll = after + 1 }
+            if after >= nextPublish {
+                nextPublish = after + 1
+                publish()
+            }
+        }
+    }
+
+    /// Folds the writer's counters in and publishes them.
+    func publish() {
+        counters.droppedOverMTU = hostOverMTU
+        if let w = host?.tunWriter {
+            counters.packetsToHost = w.packets.load(ordering: .relaxed)
+            counters.bytesToHost = w.bytes.load(ordering: .relaxed)
+            counters.droppedMalformed = w.malformed.load(ordering: .relaxed)
+            counters.droppedOverMTU = hostOverMTU + w.overMTU.load(ordering: .relaxed)
+            counters.droppedWriteFailed = w.writeFailed.load(ordering: .relaxed)
+        }
+        guard counters != published else { return }
+        published = counters
+        tunnel.publish(counters: counters)
+    }
+}

@@ -1,0 +1,73 @@
+import Glibc
+import LinuxSystem
+import TunnelgateSettings
+
+/// A runtime secret in memory: read once, handed to start, then zeroed.
+/// Its bytes never reach a log, a status, an error or a command line.
+public final class RuntimeSecret {
+    private var bytes: [CChar]
+
+    public static func load(_ source: CallbackRuntimeSettings.Secret) throws(RuntimeError) -> RuntimeSecret {
+        switch source {
+        case .none:
+            return RuntimeSecret([0])
+        case .environment(let name):
+            guard let value = getenv(name) else {
+                throw RuntimeError("runtime.secretEnvironment: the environment has no variable \(name)")
+            }
+            let secret = RuntimeSecret(Array(UnsafeBufferPointer(start: value, count: strlen(value) + 1)))
+            return secret
+        case .file(let path):
+            var st = stat()
+            let rc: Int32 = stat(path, &st)
+            guard rc == 0 else {
+                throw RuntimeError("runtime.secretFile: cannot read \(path): \(Errno.current)")
+            }
+            guard st.st_mode & 0o077 == 0 else {
+                throw RuntimeError("runtime.secretFile: \(path) can be read by others (mode \(String(st.st_mode & 0o777, radix: 8))); make it owner-only: chmod 600 \(path)")
+            }
+            guard st.st_uid == geteuid() else {
+                throw RuntimeError("runtime.secretFile: \(path) belongs to uid \(st.st_uid), not to uid \(geteuid()) that runs tunnelgate")
+            }
+            let content: [UInt8]
+            do {
+                guard let c = try FileSystem.read(path) else { throw RuntimeError("runtime.secretFile: \(path) does not exist") }
+                content = c
+            } catch let e as RuntimeError { throw e } catch {
+                throw RuntimeError("runtime.secretFile: cannot read \(path): \(error)")
+            }
+            var text = content
+            while let last = text.last, last == 0x0a || last == 0x0d { text.removeLast() }
+            guard !text.isEmpty, !text.contains(0) else {
+                throw RuntimeError("runtime.secretFile: \(path) is empty or not text")
+            }
+            return RuntimeSecret(text.map { CChar(bitPattern: $0) } + [0])
+        }
+    }
+
+    private init(_ bytes: [CChar]) { self.bytes = bytes }
+
+    /// The secret as text, for scrubbing it out of what a runtime says.
+    var text: String { String(decoding: bytes.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+
+    func withCString<T>(_ body: (UnsafePointer<CChar>) -> T) -> T {
+        bytes.withUnsafeBufferPointer { body($0.baseAddress!) }
+    }
+
+    /// Overwrites the secret in memory.
+    public func wipe() {
+        bytes.withUnsafeMutableBufferPointer { buffer in
+            for i in buffer.indices { buffer[i] = 0 }
+        }
+    }
+
+    deinit { wipe() }
+}
+
+extension String {
+    /// This text with every occurrence of `secret` replaced.
+    func scrubbing(_ secret: String) -> String {
+        guard secret.count >= 4 else { return self }
+        return replacing(secret, with: "[secret]")
+    }
+}

@@ -1,0 +1,73 @@
+import Glibc
+import LinuxSystem
+import Synchronization
+
+/// Writes the runtime's packets to the TUN. Called on runtime threads
+/// through the C writer callback, so its counters are atomic. A packet that
+/// is not one complete IPv4 or IPv6 packet, or is larger than the MTU, is
+/// dropped and counted; nothing the runtime sends can crash the host.
+final class TunWriter: Sendable {
+    let descriptor: Int32
+    let mtu: Int
+    let packets = Atomic<UInt64>(0)
+    let bytes = Atomic<UInt64>(0)
+    let malformed = Atomic<UInt64>(0)
+    let overMTU = Atomic<UInt64>(0)
+    let writeFailed = Atomic<UInt64>(0)
+    /// Set by stop(): after it, packets are refused (the runtime must not call, but if it does, nothing happens).
+    let closed = Atomic<Bool>(false)
+
+    init(descriptor: Int32, mtu: Int) {
+        self.descriptor = descriptor
+        self.mtu = mtu
+    }
+
+    /// Why `packet` is not a complete IP packet, or nil when it is one.
+    static func malformation(_ p: UnsafePointer<UInt8>, _ len: Int) -> String? {
+        guard len >= 1 else { return "empty" }
+        switch p[0] >> 4 {
+        case 4:
+            guard len >= 20 else { return "truncated IPv4 header" }
+            let headerLength = Int(p[0] & 0x0f) * 4
+            let totalLength = Int(p[2]) << 8 | Int(p[3])
+            guard headerLength >= 20, headerLength <= totalLength else { return "bad IPv4 header length" }
+            guard totalLength == len else { return "IPv4 total length \(totalLength) for \(len) bytes" }
+            return nil
+        case 6:
+            guard len >= 40 else { return "truncated IPv6 header" }
+            let payloadLength = Int(p[4]) << 8 | Int(p[5])
+            guard payloadLength + 40 == len else { return "IPv6 payload length \(payloadLength) for \(len) bytes" }
+            return nil
+        default:
+            return "IP version \(p[0] >> 4)"
+        }
+    }
+
+    func write(_ packet: UnsafePointer<UInt8>, _ len: Int) -> Bool {
+        guard !closed.load(ordering: .acquiring) else { return false }
+        if len > mtu {
+            overMTU.add(1, ordering: .relaxed)
+            return false
+        }
+        if Self.malformation(packet, len) != nil {
+            malformed.add(1, ordering: .relaxed)
+            return false
+        }
+        let n = Glibc.write(descriptor, packet, len)
+        guard n == len else {
+            writeFailed.add(1, ordering: .relaxed)
+            return false
+        }
+        packets.add(1, ordering: .relaxed)
+        bytes.add(UInt64(len), ordering: .relaxed)
+        return true
+    }
+}
+
+/// The C writer callback: `context` is an unretained TunWriter that the host
+/// keeps alive until the runtime's stop has returned.
+let tunWriterCallback: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<UInt8>?, Int) -> UInt8 = { context, packet, len in
+    guard let context, let packet, len > 0 else { return 0 }
+    let writer = Unmanaged<TunWriter>.fromOpaque(context).takeUnretainedValue()
+    return writer.write(packet, len) ? 1 : 0
+}
