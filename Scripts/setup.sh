@@ -8,12 +8,14 @@ packages=(
   pkg-config      # finds libmnl/libnftnl for the system-library targets
   libmnl-dev      # netlink (rtnetlink) over libmnl
   libnftnl-dev    # nftables objects over libnftnl
+  libsodium-dev   # the example runtime's AEAD (XChaCha20-Poly1305)
   iproute2        # ip(8): tests and the demo observe kernel state with it
   nftables        # nft(8): tests observe the ruleset with it
   iputils-ping    # real traffic in end-to-end tests
   procps          # sysctl, pgrep
   jq              # tests read configs and status --json with it
-  dnsmasq-base    # real DNS servers behind the split-DNS forwarder in DNSConfigTests
+  dnsmasq-base    # real DNS servers: the LAN's and the tunnel's resolvers in tests
+  iperf3          # real TCP and UDP transfers through tunnels (tests and benchmarks)
 )
 
 if [ "$(id -u)" -ne 0 ]; then
