@@ -103,7 +103,12 @@ public struct TunnelPlan: Sendable {
         if settings.dnsSettings != nil {
             lines.append("# dnsSettings: applied through the DNS backend detected at up")
         }
-        lines.append("# runtime: none (packets read from \(interfaceName) are counted and dropped)")
+        switch settings.runtime {
+        case .none:
+            lines.append("# runtime: none (packets read from \(interfaceName) are counted and dropped)")
+        case .callback(let r):
+            lines.append("# runtime: \(r.library) behind the callback ABI, \(r.packetPath.rawValue) packet path")
+        }
         return lines
     }
 }
