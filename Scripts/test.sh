@@ -68,6 +68,23 @@ if [ $# -eq 0 ] && [ "$built" -eq 1 ]; then
   fi
 fi
 
+# --- The example runtime's C tests (dlopen of the built library, two instances over loopback) ----------
+if [ $# -eq 0 ] && [ "$built" -eq 1 ]; then
+  section "example runtime: Tests/ExampleRuntimeTests/run_tests.sh"
+  bash Tests/ExampleRuntimeTests/run_tests.sh >"$logs/example-runtime.log" 2>&1
+  er_rc=$?
+  sed 's/^/    /' "$logs/example-runtime.log"
+  summary=$(tail -n 1 "$logs/example-runtime.log" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
+  if [ -z "$summary" ]; then
+    fail_step "example runtime tests ended without a summary line (exit $er_rc)"
+  else
+    read -r p f <<<"$summary"
+    passed=$((passed + p))
+    failed=$((failed + f))
+    [ "$er_rc" -ne 0 ] && [ "$f" -eq 0 ] && fail_step "example runtime tests exited $er_rc with no failed check"
+  fi
+fi
+
 # --- Namespace scenarios ------------------------------------------------------------------------------
 if [ $# -gt 0 ]; then
   scenarios=("$@")

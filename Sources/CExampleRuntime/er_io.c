@@ -210,7 +210,8 @@ static void forward_queue(er_runtime *rt) {
         uint32_t first;
         uint32_t n = er_queue_peek(&rt->queue, ER_BATCH, &first);
         if (n == 0) return;
-        for (uint32_t i = 0; i < n; i++) rt->tx.packet[i] = er_queue_slot(&rt->queue, first + i, &rt->tx.length[i]);
+        for (uint32_t i = 0; i < n; i++)
+            rt->tx.packet[i] = er_queue_slot(&rt->queue, first + i, &rt->tx.length[i]);
         struct sockaddr_storage peer;
         socklen_t peer_len = 0;
         if (!peer_snapshot(rt, &peer, &peer_len)) {
@@ -230,7 +231,7 @@ static int forward_tun(er_runtime *rt, short revents) {
     uint32_t n = 0;
     uint64_t bytes = 0, oversize = 0, empty = 0;
     int rc = 0;
-    while (n < ER_BATCH) {
+    for (uint32_t reads = 0; reads < ER_BATCH; reads++) { /* bounded per wake, dropped reads included */
         uint8_t *buf = rt->tx.tun_in + n * slot;
         ssize_t r = read(rt->tun_fd, buf, slot);
         if (r < 0 && errno == EINTR) continue;

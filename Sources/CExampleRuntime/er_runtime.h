@@ -66,9 +66,8 @@ typedef struct {
 } er_tx;
 
 /* Room for the SO_RXQ_OVFL control message (the socket's drop count), aligned for cmsghdr. */
-typedef union {
-    struct cmsghdr align;
-    uint8_t bytes[CMSG_SPACE(sizeof(uint32_t))];
+typedef struct {
+    _Alignas(struct cmsghdr) uint8_t bytes[CMSG_SPACE(sizeof(uint32_t))];
 } er_rx_control;
 
 /* The receiver's preallocated batch. */

@@ -6,7 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 #include <pthread.h>
+#include <poll.h>
 #include <signal.h>
+#include <time.h>
 #include <sched.h>
 #include <spawn.h>
 #include <sys/file.h>
@@ -103,3 +105,9 @@ int CTunnelgateShims_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid
 }
 
 int CTunnelgateShims_accept_cloexec(int fd) { return accept4(fd, NULL, NULL, SOCK_CLOEXEC); }
+
+int CTunnelgateShims_poll_nanoseconds(struct pollfd *fds, unsigned long count, long long timeout_ns) {
+    if (timeout_ns < 0) return ppoll(fds, count, NULL, NULL);
+    struct timespec ts = { .tv_sec = timeout_ns / 1000000000LL, .tv_nsec = timeout_ns % 1000000000LL };
+    return ppoll(fds, count, &ts, NULL);
+}

@@ -36,7 +36,6 @@ public final class CallbackRuntimeHost {
     private var handle: UnsafeMutableRawPointer?
     private var writer: TunWriter?
     private var stopped = false
-    private let secretText: String
 
     /// Loads the library, binds its symbols and reads the secret: every
     /// check that can fail before the kernel is touched.
@@ -44,7 +43,6 @@ public final class CallbackRuntimeHost {
         self.settings = settings
         library = try RuntimeLibrary(settings)
         secret = try RuntimeSecret.load(settings.secret)
-        secretText = secret.text
         codes = settings.resultCodes
     }
 
@@ -55,7 +53,8 @@ public final class CallbackRuntimeHost {
         return "[" + args.map(jsonString).joined(separator: ",") + "]"
     }
 
-    /// Starts the runtime. The secret is wiped from memory once start returns.
+    /// Starts the runtime. The secret stays in memory, to scrub it from what
+    /// the runtime says, until stop wipes it.
     public func start(tun: FileDescriptor, mtu: Int) throws(RuntimeError) {
         precondition(handle == nil && !stopped, "start is called once")
         let writer = TunWriter(descriptor: tun.rawValue, mtu: mtu)
@@ -70,11 +69,10 @@ public final class CallbackRuntimeHost {
                 library.start(argsPointer, secretPointer, tunWriterCallback, context, &h, &errorBuffer, errorBuffer.count, &errorLength)
             }
         }
-        secret.wipe()
         guard rc == codes.ok, let h else {
             let length = min(max(errorLength, 0), errorBuffer.count)
             let message = String(decoding: errorBuffer.prefix(length).prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            throw RuntimeError("the runtime did not start (\(describe(rc))): \(message.isEmpty ? "no message" : message.scrubbing(secretText))")
+            throw RuntimeError("the runtime did not start (\(describe(rc))): \(message.isEmpty ? "no message" : secret.scrub(message))")
         }
         handle = h
     }
@@ -109,8 +107,8 @@ public final class CallbackRuntimeHost {
             if rc == codes.bufferTooSmall, length > capacity, length < 1 << 20 { capacity = length + 1; continue }
             guard rc == codes.ok else { throw RuntimeError("status failed (\(describe(rc)))") }
             let text = String(decoding: buffer.prefix(min(length, capacity)).prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-                .scrubbing(secretText)
-            return try Self.parseStatus(text)
+            let scrubbed = secret.scrub(text)
+            return try Self.parseStatus(scrubbed)
         }
     }
 
@@ -161,6 +159,7 @@ public final class CallbackRuntimeHost {
         if let handle { library.stop(handle) }
         writer?.closed.store(true, ordering: .releasing)
         handle = nil
+        secret.wipe()
     }
 
     var tunWriter: TunWriter? { writer }

@@ -47,27 +47,38 @@ public final class RuntimeSecret {
 
     private init(_ bytes: [CChar]) { self.bytes = bytes }
 
-    /// The secret as text, for scrubbing it out of what a runtime says.
-    var text: String { String(decoding: bytes.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+    /// `text` with every occurrence of the secret replaced by "[secret]"
+    /// (what a runtime says may quote it). Works on bytes, so the secret is
+    /// never made into a String that could not be wiped.
+    func scrub(_ text: String) -> String {
+        let secret = bytes.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+        guard secret.count >= 4 else { return text }
+        var input = Array(text.utf8)
+        var output: [UInt8] = []
+        output.reserveCapacity(input.count)
+        var i = 0
+        while i < input.count {
+            if input.count - i >= secret.count, input[i..<(i + secret.count)].elementsEqual(secret) {
+                output += Array("[secret]".utf8)
+                i += secret.count
+            } else {
+                output.append(input[i])
+                i += 1
+            }
+        }
+        for j in input.indices { input[j] = 0 }
+        return String(decoding: output, as: UTF8.self)
+    }
 
     func withCString<T>(_ body: (UnsafePointer<CChar>) -> T) -> T {
         bytes.withUnsafeBufferPointer { body($0.baseAddress!) }
     }
 
-    /// Overwrites the secret in memory.
+    /// Overwrites the secret in memory (explicit_bzero: not optimised away).
     public func wipe() {
-        bytes.withUnsafeMutableBufferPointer { buffer in
-            for i in buffer.indices { buffer[i] = 0 }
-        }
+        bytes.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } }
     }
 
     deinit { wipe() }
 }
 
-extension String {
-    /// This text with every occurrence of `secret` replaced.
-    func scrubbing(_ secret: String) -> String {
-        guard secret.count >= 4 else { return self }
-        return replacing(secret, with: "[secret]")
-    }
-}

@@ -49,4 +49,9 @@ int CTunnelgateShims_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid
 /// accept4(fd, NULL, NULL, SOCK_CLOEXEC).
 int CTunnelgateShims_accept_cloexec(int fd);
 
+struct pollfd;
+/// ppoll(2) with a timeout in nanoseconds (negative: none): poll(2) only
+/// knows milliseconds, too coarse for backpressure retries.
+int CTunnelgateShims_poll_nanoseconds(struct pollfd *fds, unsigned long count, long long timeout_ns);
+
 #endif
