@@ -380,6 +380,27 @@ ER_EXPORT int32_t tunnelgate_runtime_app_message(void *handle, const uint8_t *by
         er_text_init(&t, buf, sizeof(buf));
         format_status(rt, &t);
         rc = reply_with(buf, t.len, NULL, 0, reply, reply_capacity, reply_len);
+    } else if (len == 14 && memcmp(bytes, "emit-malformed", 14) == 0 && rt->writer != NULL) {
+        /* Test hook: hands the host four packets it must refuse (not IP, truncated IPv4, an IPv6
+           length mismatch, over the MTU) and replies how many it accepted. */
+        static uint8_t bad[2048];
+        size_t accepted = 0;
+        memset(bad, 0, sizeof(bad));
+        bad[0] = 0x50;                                            /* IP version 5 */
+        accepted += rt->writer(rt->context, bad, 40);
+        bad[0] = 0x45; bad[2] = 0; bad[3] = 60;                   /* IPv4 claiming 60 bytes, 40 given */
+        accepted += rt->writer(rt->context, bad, 40);
+        memset(bad, 0, 8);
+        bad[0] = 0x60; bad[5] = 100;                              /* IPv6 claiming 100 payload bytes, 20 given */
+        accepted += rt->writer(rt->context, bad, 60);
+        size_t big = (size_t)rt->mtu + 100;                       /* a well-formed IPv4 packet over the MTU */
+        if (big > sizeof(bad)) big = sizeof(bad);
+        memset(bad, 0, big);
+        bad[0] = 0x45; bad[2] = (uint8_t)(big >> 8); bad[3] = (uint8_t)(big & 0xff);
+        accepted += rt->writer(rt->context, bad, big);
+        char text[32];
+        int n = snprintf(text, sizeof(text), "accepted %zu of 4", accepted);
+        rc = reply_with(text, (size_t)n, NULL, 0, reply, reply_capacity, reply_len);
     } else {
         rc = reply_with("echo: ", 6, bytes, len, reply, reply_capacity, reply_len);
     }

@@ -9,7 +9,8 @@
 # runtime queue a TCP transfer completes with QUEUE_FULL answered by retries and zero drops for it;
 # the carrier cut at R makes status go reasserting and back to connected, with traffic resuming;
 # a runtime that refuses to start, a missing symbol, a loose secret file each give a clear error and
-# leave the kernel untouched; `message` round-trips; the secret appears in no output, log or state file.
+# leave the kernel untouched; `message` round-trips; malformed packets from the runtime (not IP,
+# truncated, over the MTU) are dropped and counted; the secret appears in no output, log or state file.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 tg_trap_cleanup
@@ -110,6 +111,12 @@ check "status --watch printed the transitions as JSON lines" \
 run ip netns exec "$NS_C" "$TG" message tga ping
 check_rc "message round-trips" 0
 check_eq "... and prints the runtime's reply" pong "$TG_OUT"
+
+# --- malformed packets from the runtime ------------------------------------------------------------------
+run ip netns exec "$NS_C" "$TG" message tga emit-malformed
+check_eq "the host refuses a non-IP, a truncated, a length-mismatched and an over-MTU packet" "accepted 0 of 4" "$TG_OUT"
+wait_for "the drops are counted" 3 bash -c "ip netns exec $NS_C $TG status tga --json | jq -e '.counters.droppedMalformed >= 3 and .counters.droppedOverMTU >= 1' >/dev/null"
+check_ping "the tunnel still works after them" "$NS_C" 10.60.0.2
 down_pair
 check_match "status --watch ended with disconnected" '"status":"disconnected"' "$(cat "$TG_TMP/watch")"
 kill "$watcher" 2>/dev/null
