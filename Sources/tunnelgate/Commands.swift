@@ -142,6 +142,12 @@ extension CommandLine {
         case .signal(let signal): printError("tunnelgate: \(name): stopping (signal \(signal))")
         case .runtimeFailed(let reason):
             failure = reason
+            if tunnel.plan.firewall?.chains.contains(where: { $0.hook == .output }) == true {
+                // Fail closed: a kill switch outlives its runtime until `down`, as after a crash.
+                host?.stop()
+                tunnel.publish(status: .disconnected)
+                throw Failure("the runtime failed: \(reason)\nthe kill switch stays in place until `tunnelgate down \(name)`")
+            }
             printError("tunnelgate: \(name): the runtime failed: \(reason); stopping")
         }
         tunnel.publish(status: .disconnecting)
