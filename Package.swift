@@ -32,7 +32,7 @@ let package = Package(
         // rtnetlink over libmnl: links, addresses, routes, rules; batched, every ack checked.
         .target(name: "Netlink", dependencies: ["CMnl", "LinuxSystem", "TunnelgateSettings"]),
         // nftables over libnftnl: one inet table per tunnel, one atomic batch per change.
-        .target(name: "Nftables", dependencies: ["CNftnl", "CMnl", "LinuxSystem", "TunnelgateSettings"]),
+        .target(name: "Nftables", dependencies: ["CNftnl", "CMnl", "Netlink", "LinuxSystem", "TunnelgateSettings"]),
         // plan -> journal -> apply -> verify -> teardown, state directory, the tunnel's lifetime.
         .target(name: "Gateway", dependencies: ["Netlink", "Nftables", "DNSConfig", "LinuxSystem", "TunnelgateSettings"]),
         // DNS from NEDNSSettings: resolv.conf backends (namespace, host), systemd-resolved, split-DNS forwarder.
@@ -41,10 +41,13 @@ let package = Package(
         .target(name: "Runtimes", dependencies: ["Gateway", "CTunnelgateRuntime", "LinuxSystem", "TunnelgateSettings"]),
         .executableTarget(name: "tunnelgate", dependencies: ["Gateway", "Runtimes", "TunnelgateSettings"]),
 
+        // What the tests share: a private network namespace per test.
+        .target(name: "TunnelgateTestSupport", dependencies: ["LinuxSystem"], path: "Tests/Support"),
+
         .testTarget(name: "TunnelgateSettingsTests", dependencies: ["TunnelgateSettings"]),
-        .testTarget(name: "NetlinkTests", dependencies: ["Netlink", "LinuxSystem"]),
+        .testTarget(name: "NetlinkTests", dependencies: ["Netlink", "LinuxSystem", "TunnelgateTestSupport"]),
         .testTarget(name: "DNSConfigTests", dependencies: ["DNSConfig"]),
-        .testTarget(name: "NftablesTests", dependencies: ["Nftables", "LinuxSystem"]),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Netlink"]),
+        .testTarget(name: "NftablesTests", dependencies: ["Nftables", "LinuxSystem", "TunnelgateTestSupport"]),
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Netlink", "TunnelgateTestSupport"]),
     ]
 )

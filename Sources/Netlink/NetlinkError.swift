@@ -1,25 +1,7 @@
 import LinuxSystem
 
-/// A netlink request the kernel refused: the operation in ip(8) words, the
-/// errno, and the kernel's extended-ack message when it sent one.
-/// "ip route add 10.0.0.0/8 dev tg0 table 7000: File exists (17)".
-public struct NetlinkError: Error, Sendable, CustomStringConvertible {
-    public let operation: String
-    public let errno: Errno
-    public let kernelMessage: String?
-
-    public init(operation: String, errno: Errno, kernelMessage: String? = nil) {
-        self.operation = operation
-        self.errno = errno
-        self.kernelMessage = kernelMessage
-    }
-
-    public var description: String {
-        var s = "\(operation): \(errno)"
-        if let kernelMessage, !kernelMessage.isEmpty { s += " (kernel: \(kernelMessage))" }
-        return s
-    }
-}
+/// An rtnetlink request the kernel refused.
+public typealias NetlinkError = KernelRequestError
 
 /// Everything that went wrong in one batch, in request order.
 public struct NetlinkBatchError: Error, Sendable, CustomStringConvertible {

@@ -68,21 +68,7 @@ public final class NetlinkSocket {
     /// Reads every pending notification of a monitoring socket without
     /// blocking; returns how many messages there were.
     public func drainNotifications() -> Int {
-        var count = 0
-        while true {
-            let received = mnl_socket_recvfrom(socket, receiveBuffer, receiveCapacity)
-            if received < 0 {
-                if errno == EINTR { continue }
-                // EAGAIN: drained. ENOBUFS: notifications were lost; the caller checks everything anyway.
-                return errno == ENOBUFS ? count + 1 : count
-            }
-            var remaining = Int32(received)
-            var nlh = receiveBuffer.assumingMemoryBound(to: nlmsghdr.self)
-            while mnl_nlmsg_ok(nlh, remaining) {
-                count += 1
-                nlh = mnl_nlmsg_next(nlh, &remaining)
-            }
-        }
+        drainNetlinkNotifications(socket, receiveBuffer, receiveCapacity)
     }
 
     private func nextSequence() -> UInt32 {
@@ -231,5 +217,25 @@ func forEachAttribute(in start: UnsafeMutableRawPointer, length: Int,
         let step = (Int32(attr.pointee.nla_len) + 3) & ~3
         remaining -= step
         attr = (UnsafeMutableRawPointer(attr) + Int(step)).assumingMemoryBound(to: nlattr.self)
+    }
+}
+
+/// Reads every pending message of a non-blocking libmnl socket (a
+/// monitoring one) and counts them. ENOBUFS — notifications were lost —
+/// counts as one: the caller checks everything anyway.
+public func drainNetlinkNotifications(_ socket: OpaquePointer, _ buffer: UnsafeMutableRawPointer, _ capacity: Int) -> Int {
+    var count = 0
+    while true {
+        let received = mnl_socket_recvfrom(socket, buffer, capacity)
+        if received < 0 {
+            if errno == EINTR { continue }
+            return errno == ENOBUFS ? count + 1 : count
+        }
+        var remaining = Int32(received)
+        var nlh = buffer.assumingMemoryBound(to: nlmsghdr.self)
+        while mnl_nlmsg_ok(nlh, remaining) {
+            count += 1
+            nlh = mnl_nlmsg_next(nlh, &remaining)
+        }
     }
 }

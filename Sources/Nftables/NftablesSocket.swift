@@ -2,6 +2,7 @@ import CMnl
 import CNftnl
 import Glibc
 import LinuxSystem
+import Netlink
 import TunnelgateSettings
 
 /// A netfilter netlink socket bound in the calling thread's namespace.
@@ -47,20 +48,7 @@ public final class NftablesSocket {
 
     /// Reads every pending notification without blocking; returns how many.
     public func drainNotifications() -> Int {
-        var count = 0
-        while true {
-            let received = mnl_socket_recvfrom(socket, receiveBuffer, bufferSize)
-            if received < 0 {
-                if errno == EINTR { continue }
-                return errno == ENOBUFS ? count + 1 : count
-            }
-            var remaining = Int32(received)
-            var nlh = receiveBuffer.assumingMemoryBound(to: nlmsghdr.self)
-            while mnl_nlmsg_ok(nlh, remaining) {
-                count += 1
-                nlh = mnl_nlmsg_next(nlh, &remaining)
-            }
-        }
+        drainNetlinkNotifications(socket, receiveBuffer, bufferSize)
     }
 
     private func nextSequence() -> UInt32 {

@@ -1,29 +1,10 @@
-import Foundation
 import Gateway
-import LinuxSystem
+import TunnelgateTestSupport
 import XCTest
 
-/// Runs `body` on a new thread that first enters a new, empty network
-/// namespace, so tests change a private kernel state and never the host's.
-/// Requires root (CAP_SYS_ADMIN); without it the test fails, it is not skipped.
+/// A private namespace whose Tunnelgate state directory is removed afterwards.
 func inPrivateNetworkNamespace(_ body: @escaping @Sendable () throws -> Void,
                                file: StaticString = #filePath, line: UInt = #line) {
-    final class Outcome: @unchecked Sendable { // written by the worker before the semaphore is signalled
-        var error: Error?
-    }
-    let outcome = Outcome()
-    let done = DispatchSemaphore(value: 0)
-    let thread = Thread {
-        do {
-            try ProcessControl.enterNewNetworkNamespace()
-            defer { (try? StateDirectory(create: false))?.removeAll() }
-            try body()
-        } catch {
-            outcome.error = error
-        }
-        done.signal()
-    }
-    thread.start()
-    done.wait()
-    if let error = outcome.error { XCTFail("\(error)", file: file, line: line) }
+    TunnelgateTestSupport.inPrivateNetworkNamespace(cleanup: { (try? StateDirectory(create: false))?.removeAll() },
+                                                    body, file: file, line: line)
 }

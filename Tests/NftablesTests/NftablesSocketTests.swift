@@ -1,3 +1,4 @@
+import TunnelgateTestSupport
 import LinuxSystem
 import Nftables
 import TunnelgateSettings

@@ -4,9 +4,11 @@ import XCTest
 
 /// Runs `body` on a new thread that first enters a new, empty network
 /// namespace, so tests change a private kernel state and never the host's.
+/// `cleanup` runs on that thread after `body`, also when it threw.
 /// Requires root (CAP_SYS_ADMIN); without it the test fails, it is not skipped.
-func inPrivateNetworkNamespace(_ body: @escaping @Sendable () throws -> Void,
-                               file: StaticString = #filePath, line: UInt = #line) {
+public func inPrivateNetworkNamespace(cleanup: (@Sendable () -> Void)? = nil,
+                                      _ body: @escaping @Sendable () throws -> Void,
+                                      file: StaticString = #filePath, line: UInt = #line) {
     final class Outcome: @unchecked Sendable { // written by the worker before the semaphore is signalled
         var error: Error?
     }
@@ -15,6 +17,7 @@ func inPrivateNetworkNamespace(_ body: @escaping @Sendable () throws -> Void,
     let thread = Thread {
         do {
             try ProcessControl.enterNewNetworkNamespace()
+            defer { cleanup?() }
             try body()
         } catch {
             outcome.error = error
