@@ -3,8 +3,10 @@
 # "container"), which then reaches nothing but the tunnel; tunnelgate itself stays in C.
 #
 #   C (tunnelgate runs here, TUN descriptor held here)
-#   L (the container: eth0 to R, default via R)  ──▶  after up: tg0 in L, every route of L into tg0,
-#                                                     eth0 blocked; after down: exactly as before
+#   L (the container: eth0 to R, default via R)  ──▶  after up: tgiso in L, every route of L into tgiso,
+#                                                     eth0 blocked, DNS in /etc/netns/L/resolv.conf;
+#                                                     after down: exactly as before
+#   X (a second container, eth0 to R)             ──▶  isolated at the same time behind its own tunnel
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 tg_trap_cleanup
@@ -16,8 +18,22 @@ cat >"$cfg" <<CFG
 {"name": "tgiso", "tunnelRemoteAddress": "$CARRIER4", "mtu": 1400,
  "ipv4Settings": {"addresses": ["10.9.0.2"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["0.0.0.0/0"]},
  "ipv6Settings": {"addresses": ["fd00:9::2"], "networkPrefixLengths": [64], "includedRoutes": ["::/0"]},
+ "dnsSettings": {"servers": ["10.9.0.1"], "searchDomains": ["corp.example"]},
  "carrierEndpoints": ["$CARRIER4"]}
 CFG
+# A second container, X, beside L: both are isolated at once, each behind its own tunnel.
+NS_X=${NS_L%-L}-X
+ip netns add "$NS_X" && TG_NAMESPACES+=("$NS_X")
+ip -n "$NS_X" link set lo up
+ip -n "$NS_X" link add eth0 type veth peer name x0 netns "$NS_R"
+ip -n "$NS_X" addr add 192.168.232.2/24 dev eth0
+ip -n "$NS_R" addr add 192.168.232.1/24 dev x0
+ip -n "$NS_X" link set eth0 up
+ip -n "$NS_R" link set x0 up
+ip -n "$NS_X" route add default via 192.168.232.1
+wait_for "X reaches the router" 5 ip netns exec "$NS_X" ping -c 1 -W 0.5 192.168.232.1
+sed 's/"tgiso"/"tgx"/; s/10\.9\.0\./10.10.0./g; s/fd00:9::/fd00:10::/; /dnsSettings/d' "$cfg" >"$TG_TMP/x.json"
+tg_snapshot "$NS_X" "$TG_TMP/x-before"
 
 check_ping "before: the container reaches the router" "$NS_L" "$R_LAN4"
 check_ping "before: the container reaches $INCLUDED4" "$NS_L" "$INCLUDED4"
@@ -37,6 +53,19 @@ check_route "in L, $INCLUDED4 goes into the tunnel" "$NS_L" "$INCLUDED4" tgiso
 check_route "in L, $INCLUDED6 goes into the tunnel" "$NS_L" "$INCLUDED6" tgiso
 check "L has the kill switch" ip netns exec "$NS_L" nft list table inet tunnelgate-tgiso
 check_fails "C has no kill switch (its carriers must keep working)" ip netns exec "$NS_C" nft list table inet tunnelgate-tgiso
+check_match "L's own resolv.conf (which ip netns exec mounts) names the tunnel's DNS server" 'nameserver 10\.9\.0\.1' \
+  "$(cat "/etc/netns/$NS_L/resolv.conf" 2>&1)"
+check_match "... and ip netns exec L sees it" 'nameserver 10\.9\.0\.1' "$(ip netns exec "$NS_L" cat /etc/resolv.conf)"
+
+tg_run ip netns exec "$NS_C" "$TG" up "$TG_TMP/x.json" --netns "$NS_X" --detach
+check_rc "a second container X isolated at the same time" 0
+check_route "in X, $INCLUDED4 goes into its own tunnel" "$NS_X" "$INCLUDED4" tgx
+check_route "in L, $INCLUDED4 still goes into L's tunnel" "$NS_L" "$INCLUDED4" tgiso
+check_fails "X cannot reach the router around its tunnel" ip netns exec "$NS_X" ping -c 1 -W 0.3 -I eth0 192.168.232.1
+tg_run ip netns exec "$NS_C" "$TG" down tgx --netns "$NS_X"
+check_rc "down tgx --netns X" 0
+tg_snapshot "$NS_X" "$TG_TMP/x-after"
+check_same_snapshot "X is back to its state before up" "$TG_TMP/x-before" "$TG_TMP/x-after"
 
 base4=$(tg_echo_count "$NS_R" "$R_LAN4")
 base6=$(tg_echo_count "$NS_R" "$R_LAN6")
@@ -62,6 +91,7 @@ tg_snapshot "$NS_C" "$TG_TMP/c-after"
 check_same_snapshot "L is back to its state before up" "$TG_TMP/l-before" "$TG_TMP/l-after"
 check_same_snapshot "C is back to its state before up" "$TG_TMP/c-before" "$TG_TMP/c-after"
 check_ping "after down: the container reaches the router again" "$NS_L" "$R_LAN4"
+check_fails "after down: L's resolv.conf that tunnelgate created is gone again" test -e "/etc/netns/$NS_L/resolv.conf"
 
 # A namespace that does not exist is a clear error and changes nothing.
 tg_run ip netns exec "$NS_C" "$TG" up "$cfg" --netns "no-such-ns-$$"
