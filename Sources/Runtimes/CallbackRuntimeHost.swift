@@ -28,7 +28,7 @@ public struct RuntimeState: Sendable, Equatable {
 /// its arguments and secret, moves packets between the TUN and the runtime
 /// (or hands it the TUN in the fd path), applies backpressure without loss,
 /// follows its status, and stops it exactly once.
-public final class CallbackRuntimeHost {
+public final class CallbackRuntimeHost: HostedRuntime {
     public let settings: CallbackRuntimeSettings
     let library: RuntimeLibrary
     let secret: RuntimeSecret
@@ -77,25 +77,6 @@ public final class CallbackRuntimeHost {
         handle = h
     }
 
-    /// Polls status until the runtime reports an interface (ready for
-    /// packets), fails, or `timeout` passes.
-    public func waitUntilReady(timeout: Double, interrupted: () -> Bool) throws(RuntimeError) -> RuntimeState {
-        let deadline = ProcessControl.monotonicSeconds() + timeout
-        var interval = 0.002
-        while true {
-            let state = try status()
-            if state.phase == .failed { throw RuntimeError("the runtime failed while starting: \(state.error ?? "no message")") }
-            if state.phase == .ready, state.interface != nil { return state }
-            if state.phase == .stopped { throw RuntimeError("the runtime stopped while starting") }
-            if ProcessControl.monotonicSeconds() > deadline {
-                throw RuntimeError("the runtime did not become ready within \(Int(timeout)) s (state \(state.phase.rawValue))")
-            }
-            if interrupted() { throw RuntimeError("interrupted while the runtime was starting") }
-            ProcessControl.sleep(seconds: interval)
-            interval = min(interval * 2, 0.05)
-        }
-    }
-
     /// The runtime's status.
     public func status() throws(RuntimeError) -> RuntimeState {
         guard let handle else { throw RuntimeError("the runtime is not running") }
@@ -142,8 +123,7 @@ public final class CallbackRuntimeHost {
     }
 
     /// Sends one packet in; the result says whether to keep it for a retry.
-    enum Delivery { case accepted, retryLater, refused }
-    func packetIn(_ packet: UnsafePointer<UInt8>, _ len: Int) -> Delivery {
+    public func packetIn(_ packet: UnsafePointer<UInt8>, _ len: Int) -> PacketDelivery {
         guard let handle, let packetIn = library.packetIn else { return .refused }
         let rc = packetIn(handle, packet, len)
         if rc == codes.ok { return .accepted }
@@ -162,7 +142,10 @@ public final class CallbackRuntimeHost {
         secret.wipe()
     }
 
-    var tunWriter: TunWriter? { writer }
+    public var tunWriter: TunWriter? { writer }
+    public var packetPath: PacketPath { settings.packetPath }
+    public var summary: String { "runtime \(settings.library) on the \(settings.packetPath.rawValue) path" }
+    public var startTimeout: Double { settings.startTimeoutSeconds }
 
     func describe(_ rc: Int32) -> String {
         switch rc {

@@ -21,7 +21,7 @@ public final class RuntimeLoop {
     }
 
     let tunnel: ActiveTunnel
-    let host: CallbackRuntimeHost?
+    let host: HostedRuntime?
     var counters = PacketCounters()
     /// Packets from the host over the MTU (the writer counts the runtime's).
     private var hostOverMTU: UInt64 = 0
@@ -31,7 +31,7 @@ public final class RuntimeLoop {
     static let batch = 64
     static let slotSize = 65536
 
-    public init(tunnel: ActiveTunnel, host: CallbackRuntimeHost?, initialState: RuntimeState?) {
+    public init(tunnel: ActiveTunnel, host: HostedRuntime?, initialState: RuntimeState?) {
         self.tunnel = tunnel
         self.host = host
         self.lastState = initialState
@@ -40,7 +40,7 @@ public final class RuntimeLoop {
     public func run(signals: FileDescriptor, monitor: Monitor?, control: ControlServer?, log: (String) -> Void) -> Exit {
         let tun = tunnel.tun.descriptor
         let mtu = tunnel.plan.mtu
-        let readsTun = host?.settings.packetPath != .fd
+        let readsTun = host?.packetPath != .fd
         let slots = UnsafeMutableRawPointer.allocate(byteCount: Self.batch * Self.slotSize, alignment: 16)
         defer { slots.deallocate() }
         var lengths = [Int](repeating: 0, count: Self.batch)

@@ -6,24 +6,24 @@ import Synchronization
 /// through the C writer callback, so its counters are atomic. A packet that
 /// is not one complete IPv4 or IPv6 packet, or is larger than the MTU, is
 /// dropped and counted; nothing the runtime sends can crash the host.
-final class TunWriter: Sendable {
+public final class TunWriter: Sendable {
     let descriptor: Int32
     let mtu: Int
-    let packets = Atomic<UInt64>(0)
-    let bytes = Atomic<UInt64>(0)
-    let malformed = Atomic<UInt64>(0)
-    let overMTU = Atomic<UInt64>(0)
-    let writeFailed = Atomic<UInt64>(0)
+    public let packets = Atomic<UInt64>(0)
+    public let bytes = Atomic<UInt64>(0)
+    public let malformed = Atomic<UInt64>(0)
+    public let overMTU = Atomic<UInt64>(0)
+    public let writeFailed = Atomic<UInt64>(0)
     /// Set by stop(): after it, packets are refused (the runtime must not call, but if it does, nothing happens).
     let closed = Atomic<Bool>(false)
 
-    init(descriptor: Int32, mtu: Int) {
+    public init(descriptor: Int32, mtu: Int) {
         self.descriptor = descriptor
         self.mtu = mtu
     }
 
     /// Why `packet` is not a complete IP packet, or nil when it is one.
-    static func malformation(_ p: UnsafePointer<UInt8>, _ len: Int) -> String? {
+    public static func malformation(_ p: UnsafePointer<UInt8>, _ len: Int) -> String? {
         guard len >= 1 else { return "empty" }
         switch p[0] >> 4 {
         case 4:
@@ -43,7 +43,7 @@ final class TunWriter: Sendable {
         }
     }
 
-    func write(_ packet: UnsafePointer<UInt8>, _ len: Int) -> Bool {
+    public func write(_ packet: UnsafePointer<UInt8>, _ len: Int) -> Bool {
         guard !closed.load(ordering: .acquiring) else { return false }
         if len > mtu {
             overMTU.add(1, ordering: .relaxed)

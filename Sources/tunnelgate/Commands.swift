@@ -90,10 +90,8 @@ extension CommandLine {
             return Failure(message)
         }
         // The runtime's library, symbols and secret are checked before the kernel is touched.
-        var host: CallbackRuntimeHost?
-        if case .callback(let runtime) = settings.runtime {
-            do { host = try CallbackRuntimeHost(runtime) } catch { throw fail(error.description) }
-        }
+        let host: HostedRuntime?
+        do { host = try makeRuntime(settings.runtime) } catch { throw fail(error.description) }
         let signals = try TerminationSignals.block()
         let gateway = try Gateway(namespace: isolated)
         if ready == nil { gateway.log = { printError("tunnelgate: \($0)") } }
@@ -109,8 +107,7 @@ extension CommandLine {
         if let host {
             do {
                 try host.start(tun: tunnel.tun.descriptor, mtu: tunnel.plan.mtu)
-                let timeout = { if case .callback(let r) = settings.runtime { return r.startTimeoutSeconds }; return 30 }()
-                runtimeState = try host.waitUntilReady(timeout: timeout) { false }
+                runtimeState = try host.waitUntilReady(timeout: host.startTimeout) { false }
                 tunnel.publish(status: .connected, runtimeStatus: runtimeState?.json)
             } catch {
                 // A runtime that does not start leaves nothing behind.
@@ -121,7 +118,7 @@ extension CommandLine {
         }
         let summary = "\(name): connected (table \(tunnel.plan.slot.table), "
             + "\(tunnel.plan.routes(interfaceIndex: nil).count) routes, \(tunnel.plan.rules.count) rules"
-            + (host.map { ", runtime \($0.settings.library) on the \($0.settings.packetPath.rawValue) path" } ?? "") + ")"
+            + (host.map { ", \($0.summary)" } ?? "") + ")"
         if let ready {
             try? ready.writeAll(Array(("ready " + summary).utf8))
             ready.close()
@@ -161,6 +158,15 @@ extension CommandLine {
         printError("tunnelgate: \(name): disconnected, everything removed")
         if let failure { throw Failure("the runtime failed: \(failure)") }
         return ExitCode.success
+    }
+
+    /// The host of the configured runtime (nil for `none`). Libraries,
+    /// symbols and secrets are checked here, before the kernel is touched.
+    static func makeRuntime(_ runtime: RuntimeSettings) throws(RuntimeError) -> HostedRuntime? {
+        switch runtime {
+        case .none: return nil
+        case .callback(let settings): return try CallbackRuntimeHost(settings)
+        }
     }
 
     /// Starts `tunnelgate up CONFIG --ready-fd 3` in its own session and waits

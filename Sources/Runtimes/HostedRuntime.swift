@@ -1,0 +1,58 @@
+import Gateway
+import LinuxSystem
+import TunnelgateSettings
+
+/// What the owner's loop needs of a runtime it hosts. The callback ABI host
+/// is one; the MeshGuard adapter and the built-in WireGuard are others.
+public protocol HostedRuntime: AnyObject {
+    /// Whether the loop reads the TUN and calls `packetIn` (callback), or the
+    /// runtime reads and writes the TUN itself (fd).
+    var packetPath: PacketPath { get }
+    /// One line for `up`'s summary: what runs and how.
+    var summary: String { get }
+    /// How long `up` waits for the runtime to become ready.
+    var startTimeout: Double { get }
+
+    /// Starts the runtime on the tunnel's TUN (after the kernel state is applied).
+    func start(tun: FileDescriptor, mtu: Int) throws(RuntimeError)
+    /// The runtime's state, polled by the loop.
+    func status() throws(RuntimeError) -> RuntimeState
+    /// Hands one packet from the host to the runtime.
+    func packetIn(_ packet: UnsafePointer<UInt8>, _ len: Int) -> PacketDelivery
+    /// An app message (`tunnelgate message`), answered by the runtime.
+    func appMessage(_ bytes: [UInt8]) throws(RuntimeError) -> [UInt8]
+    /// Stops the runtime; exactly once takes effect, later calls do nothing.
+    func stop()
+    /// The writer of the runtime's packets to the TUN, for its counters.
+    var tunWriter: TunWriter? { get }
+}
+
+/// What became of a packet handed to a runtime.
+public enum PacketDelivery: Sendable {
+    case accepted
+    /// The runtime's queue is full (or it is not ready): keep the packet, send it again later.
+    case retryLater
+    /// Refused for good (counted as dropped).
+    case refused
+}
+
+extension HostedRuntime {
+    /// Polls status until the runtime reports an interface (ready for
+    /// packets), fails, or `timeout` passes.
+    public func waitUntilReady(timeout: Double, interrupted: () -> Bool) throws(RuntimeError) -> RuntimeState {
+        let deadline = ProcessControl.monotonicSeconds() + timeout
+        var interval = 0.002
+        while true {
+            let state = try status()
+            if state.phase == .failed { throw RuntimeError("the runtime failed while starting: \(state.error ?? "no message")") }
+            if state.phase == .ready, state.interface != nil { return state }
+            if state.phase == .stopped { throw RuntimeError("the runtime stopped while starting") }
+            if ProcessControl.monotonicSeconds() > deadline {
+                throw RuntimeError("the runtime did not become ready within \(Int(timeout)) s (state \(state.phase.rawValue))")
+            }
+            if interrupted() { throw RuntimeError("interrupted while the runtime was starting") }
+            ProcessControl.sleep(seconds: interval)
+            interval = min(interval * 2, 0.05)
+        }
+    }
+}
