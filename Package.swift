@@ -9,6 +9,9 @@ let package = Package(
         .library(name: "Gateway", targets: ["Gateway"]),
         // The example packet runtime (docs/runtime-abi.md): a shared library tests and users load.
         .library(name: "TunnelgateExampleRuntime", type: .dynamic, targets: ["CExampleRuntime"]),
+        // NetworkExtension's packet-tunnel API over the same engine (docs/networkextension.md).
+        .library(name: "NetworkExtension", targets: ["NetworkExtension"]),
+        .executable(name: "tunnelgate-provider-example", targets: ["tunnelgate-provider-example"]),
     ],
     targets: [
         // System libraries, found by pkg-config (Debian: libmnl-dev, libnftnl-dev).
@@ -40,6 +43,11 @@ let package = Package(
         // Packet runtimes hosted behind the callback C ABI: dlopen, packet flow, backpressure, lifecycle.
         .target(name: "Runtimes", dependencies: ["Gateway", "CTunnelgateRuntime", "LinuxSystem", "TunnelgateSettings"]),
         .executableTarget(name: "tunnelgate", dependencies: ["Gateway", "Runtimes", "TunnelgateSettings"]),
+        // NEPacketTunnelProvider & co. with Apple's names; setTunnelNetworkSettings drives Gateway.up.
+        .target(name: "NetworkExtension", dependencies: ["Gateway", "LinuxSystem", "TunnelgateSettings"]),
+        // A host for a provider class, with the seed's PacketTunnelProvider compiled beside an instrumented one.
+        .executableTarget(name: "tunnelgate-provider-example", dependencies: ["NetworkExtension"],
+                          path: "Examples/tunnelgate-provider-example"),
 
         // What the tests share: a private network namespace per test.
         .target(name: "TunnelgateTestSupport", dependencies: ["LinuxSystem"], path: "Tests/Support"),
@@ -49,5 +57,6 @@ let package = Package(
         .testTarget(name: "DNSConfigTests", dependencies: ["DNSConfig"]),
         .testTarget(name: "NftablesTests", dependencies: ["Nftables", "LinuxSystem", "TunnelgateTestSupport"]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Netlink", "TunnelgateTestSupport"]),
+        .testTarget(name: "NetworkExtensionTests", dependencies: ["NetworkExtension", "TunnelgateSettings"]),
     ]
 )

@@ -1,0 +1,63 @@
+import Foundation
+import NetworkExtension
+
+/// The seed's provider, written the same way, with what a test needs to observe it:
+/// settings from the environment (so the test uses the harness's addresses), a
+/// count of the packets read from packetFlow, written to a file after each
+/// delivery, and a marker line per stopTunnel call.
+///
+///   TG_NE_REMOTE     tunnelRemoteAddress (default 198.18.0.10)
+///   TG_NE_DNS        comma-separated DNS servers (default 10.8.0.1)
+///   TG_NE_COUNT_FILE where the packet count goes
+///   TG_NE_STOP_FILE  gets "stopTunnel REASON" appended on each stopTunnel
+final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable {
+    // @unchecked Sendable: `received` is touched only on the flow's one delivery queue.
+    private let environment = ProcessInfo.processInfo.environment
+    private var received = 0
+    private let log = Logger(subsystem: "tunnelgate.example", category: "counting")
+
+    override func startTunnel(options: [String: NSObject]?, completionHandler: @escaping (Error?) -> Void) {
+        let settings = NEPacketTunnelNetworkSettings(tunnelRemoteAddress: environment["TG_NE_REMOTE"] ?? "198.18.0.10")
+        settings.mtu = 1400
+        let ipv4 = NEIPv4Settings(addresses: ["10.8.0.2"], subnetMasks: ["255.255.255.0"])
+        ipv4.includedRoutes = [NEIPv4Route.default()]
+        settings.ipv4Settings = ipv4
+        settings.dnsSettings = NEDNSSettings(servers: (environment["TG_NE_DNS"] ?? "10.8.0.1").split(separator: ",").map(String.init))
+        setTunnelNetworkSettings(settings) { [weak self] error in
+            if let error {
+                completionHandler(error)
+                return
+            }
+            self?.readPackets()
+            completionHandler(nil)
+        }
+    }
+
+    private func readPackets() {
+        packetFlow.readPacketObjects { [weak self] packets in
+            guard let self else { return }
+            received += packets.count
+            if let path = environment["TG_NE_COUNT_FILE"] {
+                try? "\(received)\n".write(toFile: path, atomically: true, encoding: .utf8)
+            }
+            readPackets()
+        }
+    }
+
+    override func stopTunnel(with reason: NEProviderStopReason, completionHandler: @escaping () -> Void) {
+        log.info("stopTunnel: \(reason.rawValue) after \(received) packets")
+        if let path = environment["TG_NE_STOP_FILE"] {
+            let line = Data("stopTunnel \(reason.rawValue)\n".utf8)
+            if let handle = FileHandle(forWritingAtPath: path) {
+                handle.seekToEndOfFile(); handle.write(line); handle.closeFile()
+            } else {
+                _ = FileManager.default.createFile(atPath: path, contents: line)
+            }
+        }
+        completionHandler()
+    }
+
+    override func handleAppMessage(_ messageData: Data, completionHandler: ((Data?) -> Void)?) {
+        completionHandler?(Data("received \(received)".utf8))
+    }
+}

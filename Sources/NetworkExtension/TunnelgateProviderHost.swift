@@ -1,0 +1,188 @@
+import Foundation
+import Gateway
+import Glibc
+import LinuxSystem
+import Synchronization
+import TunnelgateSettings
+
+/// Plays the system's part for one NEPacketTunnelProvider in this process's
+/// network namespace: calls startTunnel, applies setTunnelNetworkSettings
+/// through the same engine as `tunnelgate up` (Gateway.up: plan, journal,
+/// apply, verify; teardown on stop), binds packetFlow to the TUN, and on
+/// SIGTERM/SIGINT/SIGHUP calls stopTunnel(with: .userInitiated) exactly once,
+/// then removes everything.
+///
+/// Create it before anything starts threads: init blocks the termination
+/// signals for the whole process and reads them from a signalfd.
+public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable {
+    // @unchecked Sendable: the engine state (gateway, active, status) is touched only on `engineQueue`;
+    // the flags the main loop reads are atomics.
+    public let configuration: TunnelgateHostConfiguration
+    private let signals: FileDescriptor
+    /// Serialises every engine operation and status change.
+    private let engineQueue = DispatchQueue(label: "tunnelgate.provider.engine")
+    /// Where the provider's methods and completion handlers are called.
+    private let providerQueue = DispatchQueue(label: "tunnelgate.provider")
+    private var gateway: Gateway?
+    private var active: ActiveTunnel?
+    private var started = false
+    private(set) var status: NEVPNStatus = .disconnected
+    private weak var provider: NEPacketTunnelProvider?
+    private let log: @Sendable (String) -> Void
+
+    private let startResult = Mutex<(done: Bool, error: String?)>((false, nil))
+    private let cancelRequest = Mutex<(requested: Bool, error: String?)>((false, nil))
+
+    public init(configuration: TunnelgateHostConfiguration = .init(),
+                log: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data("tunnelgate-provider: \($0)\n".utf8)) }) throws(SystemCallError) {
+        self.configuration = configuration
+        self.log = log
+        signals = try TerminationSignals.block()
+    }
+
+    /// Runs the provider until a termination signal or cancelTunnelWithError;
+    /// returns the process exit status (0 after a clean stop).
+    public func run(_ provider: NEPacketTunnelProvider, options: [String: NSObject]? = nil) -> Int32 {
+        self.provider = provider
+        provider.system = self
+        setStatus(.connecting)
+        nonisolated(unsafe) let options = options
+        providerQueue.async {
+            provider.startTunnel(options: options) { [self] error in
+                startResult.withLock { $0 = (true, error.map { String(describing: ($0 as NSError).localizedDescription) }) }
+            }
+        }
+        var reportedStart = false
+        while true {
+            var p = pollfd(fd: signals.rawValue, events: Int16(POLLIN), revents: 0)
+            let rc = Glibc.poll(&p, 1, 100)
+            if rc > 0 {
+                // struct signalfd_siginfo: 128 bytes, ssi_signo (UInt32) first.
+                var info = [UInt8](repeating: 0, count: 128)
+                _ = info.withUnsafeMutableBytes { try? signals.read(into: $0) }
+                let signo = info.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
+                log("signal \(signo): stopping the provider")
+                return stop(provider, reason: .userInitiated)
+            }
+            let cancel = cancelRequest.withLock { $0 }
+            if cancel.requested {
+                log("the provider cancelled the tunnel\(cancel.error.map { ": \($0)" } ?? "")")
+                let clean = removeSettings()
+                return cancel.error == nil && clean ? 0 : 1
+            }
+            let start = startResult.withLock { $0 }
+            if start.done && !reportedStart {
+                reportedStart = true
+                if let error = start.error {
+                    // As on iOS: a failed start ends the tunnel without stopTunnel.
+                    log("startTunnel failed: \(error)")
+                    _ = removeSettings()
+                    return 1
+                }
+                engineQueue.sync { started = true; setStatusLocked(.connected) }
+                log("startTunnel completed: connected")
+            }
+        }
+    }
+
+    /// stopTunnel once, then teardown.
+    private func stop(_ provider: NEPacketTunnelProvider, reason: NEProviderStopReason) -> Int32 {
+        engineQueue.sync { setStatusLocked(.disconnecting) }
+        let done = DispatchSemaphore(value: 0)
+        providerQueue.async { provider.stopTunnel(with: reason) { done.signal() } }
+        if done.wait(timeout: .now() + 20) == .timedOut { log("stopTunnel did not complete within 20 s; removing the settings anyway") }
+        return removeSettings() ? 0 : 1
+    }
+
+    /// Removes the applied settings and closes the flow; true when nothing was left behind.
+    private func removeSettings() -> Bool {
+        engineQueue.sync {
+            provider?.packetFlow.close()
+            var ok = true
+            do throws(GatewayError) { try applyLocked(nil) } catch { log("removing the settings failed: \(error)"); ok = false }
+            setStatusLocked(.disconnected)
+            return ok
+        }
+    }
+
+    // MARK: NEProviderSystem
+
+    func setTunnelNetworkSettings(_ settings: NETunnelNetworkSettings?, for provider: NEPacketTunnelProvider,
+                                  completionHandler: @escaping @Sendable ((any Error)?) -> Void) {
+        let tunnelSettings: TunnelSettings?
+        if let settings {
+            do throws(ConfigurationError) { tunnelSettings = try settings.tunnelgateSettings(configuration) } catch {
+                let e = Self.error(.networkSettingsInvalid, "invalid tunnel network settings:\n\(error)")
+                providerQueue.async { completionHandler(e) }
+                return
+            }
+        } else {
+            tunnelSettings = nil
+        }
+        engineQueue.async { [self] in
+            var failure: NSError?
+            do throws(GatewayError) { try applyLocked(tunnelSettings) } catch {
+                failure = Self.error(.networkSettingsFailed, error.description)
+            }
+            if failure == nil, let active { provider.packetFlow.bind(active.tun.descriptor) }
+            let result = failure
+            providerQueue.async { completionHandler(result) }
+        }
+    }
+
+    func reassertingChanged(_ reasserting: Bool, for provider: NEPacketTunnelProvider) {
+        engineQueue.async { [self] in
+            guard started, status == .connected || status == .reasserting else { return }
+            setStatusLocked(reasserting ? .reasserting : .connected)
+        }
+    }
+
+    func cancelTunnel(with error: (any Error)?, for provider: NEPacketTunnelProvider) {
+        cancelRequest.withLock { $0 = (true, error.map { ($0 as NSError).localizedDescription }) }
+    }
+
+    // MARK: Engine (on engineQueue)
+
+    /// nil removes; settings replace whatever is applied (stop, then up: the
+    /// provider keeps running, the TUN is recreated).
+    private func applyLocked(_ settings: TunnelSettings?) throws(GatewayError) {
+        if let current = active {
+            provider?.packetFlow.unbind()
+            active = nil
+            try current.stop()
+        }
+        guard let settings else { return }
+        if gateway == nil {
+            let g = try Gateway()
+            g.log = log
+            gateway = g
+        }
+        let tunnel = try gateway!.up(settings, resolver: SystemResolver(), configPath: nil, awaitingRuntime: !started)
+        active = tunnel
+        tunnel.publish(status: status == .disconnected ? .connecting : Self.tunnelStatus(status))
+    }
+
+    private func setStatus(_ s: NEVPNStatus) { engineQueue.sync { setStatusLocked(s) } }
+
+    private func setStatusLocked(_ s: NEVPNStatus) {
+        guard s != status else { return }
+        status = s
+        active?.publish(status: Self.tunnelStatus(s))
+        let object = provider
+        DispatchQueue.global().async { NotificationCenter.default.post(name: .NEVPNStatusDidChange, object: object) }
+    }
+
+    static func tunnelStatus(_ s: NEVPNStatus) -> TunnelStatus {
+        switch s {
+        case .invalid, .disconnected: .disconnected
+        case .connecting: .connecting
+        case .connected: .connected
+        case .reasserting: .reasserting
+        case .disconnecting: .disconnecting
+        }
+    }
+
+    static func error(_ code: NETunnelProviderError, _ message: String) -> NSError {
+        NSError(domain: NETunnelProviderErrorDomain, code: code.rawValue, userInfo: [NSLocalizedDescriptionKey: message])
+    }
+}
