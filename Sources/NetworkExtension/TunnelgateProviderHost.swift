@@ -25,6 +25,9 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
     private let providerQueue = DispatchQueue(label: "tunnelgate.provider")
     private var gateway: Gateway?
     private var active: ActiveTunnel?
+    /// The control socket (NAME.sock) while settings are applied: status, stop,
+    /// and app messages for handleAppMessage (NETunnelProviderSession.sendProviderMessage).
+    private var control: ControlServer?
     private var started = false
     private(set) var status: NEVPNStatus = .disconnected
     private weak var provider: NEPacketTunnelProvider?
@@ -54,9 +57,15 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
         }
         var reportedStart = false
         while true {
-            var p = pollfd(fd: signals.rawValue, events: Int16(POLLIN), revents: 0)
-            let rc = Glibc.poll(&p, 1, 100)
-            if rc > 0 {
+            let controlFD = engineQueue.sync { control?.descriptor } ?? -1
+            var fds = [pollfd(fd: signals.rawValue, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: controlFD, events: Int16(POLLIN), revents: 0)]
+            let rc = Glibc.poll(&fds, 2, 100)
+            if rc > 0, fds[1].revents != 0, serveControl(provider) == .stop {
+                log("stop requested on the control socket: stopping the provider")
+                return stop(provider, reason: .userInitiated)
+            }
+            if rc > 0, fds[0].revents != 0 {
                 // struct signalfd_siginfo: 128 bytes, ssi_signo (UInt32) first.
                 var info = [UInt8](repeating: 0, count: 128)
                 _ = info.withUnsafeMutableBytes { try? signals.read(into: $0) }
@@ -82,6 +91,25 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
                 engineQueue.sync { started = true; setStatusLocked(.connected) }
                 log("startTunnel completed: connected")
             }
+        }
+    }
+
+    /// Answers the control socket's requests; app messages go to
+    /// handleAppMessage on the provider's queue (a reply within 10 s).
+    private func serveControl(_ provider: NEPacketTunnelProvider) -> ControlServer.Request? {
+        guard let control = engineQueue.sync(execute: { self.control }) else { return nil }
+        return control.serve { bytes in
+            let reply = Mutex<(done: Bool, data: Data?)>((false, nil))
+            let done = DispatchSemaphore(value: 0)
+            let message = Data(bytes)
+            self.providerQueue.async {
+                provider.handleAppMessage(message) { data in
+                    reply.withLock { $0 = (true, data) }
+                    done.signal()
+                }
+            }
+            guard done.wait(timeout: .now() + 10) == .success else { return .failure(ControlFailure("handleAppMessage did not answer within 10 s")) }
+            return .success(Array(reply.withLock { $0.data } ?? Data()))
         }
     }
 
@@ -125,6 +153,9 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
                 failure = Self.error(.networkSettingsFailed, error.description)
             }
             if failure == nil, let active { provider.packetFlow.bind(active.tun.descriptor) }
+            if failure == nil, control == nil, let gateway, let active {
+                control = try? ControlServer(gateway: gateway, name: active.plan.interfaceName)
+            }
             let result = failure
             providerQueue.async { completionHandler(result) }
         }
@@ -148,6 +179,7 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
     private func applyLocked(_ settings: TunnelSettings?) throws(GatewayError) {
         if let current = active {
             provider?.packetFlow.unbind()
+            control = nil
             active = nil
             try current.stop()
         }

@@ -58,6 +58,11 @@ wait_for "the provider read the 3 echo requests from packetFlow" 5 count_at_leas
 ip netns exec "$NS_C" ping -n -c 2 -i 0.2 -W 1 "$INCLUDED4" >/dev/null 2>&1
 wait_for "after re-arming, the provider read 2 more" 5 count_at_least 5
 
+# sendProviderMessage's path: tunnelgate message → the control socket → handleAppMessage → its reply.
+tg_run ip netns exec "$NS_C" "$TG" message tg0 hello
+check_rc "tunnelgate message reaches the provider" 0
+check_match "... and prints handleAppMessage's reply" '^received [0-9]+$' "$TG_OUT"
+
 # SIGTERM twice: stopTunnel once, then everything is removed.
 kill -TERM "$provider_pid"
 kill -TERM "$provider_pid" 2>/dev/null
@@ -69,7 +74,7 @@ check_fails "tg0 is gone" ip -n "$NS_C" link show dev tg0
 check_eq "C's resolv.conf is back" "$resolv_before" "$(cat "$resolv" 2>&1)"
 state_dir=$(tg_state_dir "$NS_C")
 check_eq "no journal, state or lock of tg0 is left in $state_dir" "" \
-  "$(find "$state_dir" -maxdepth 1 \( -name tg0.journal -o -name tg0.state -o -name tg0.lock -o -name tg0.dns \) 2>/dev/null)"
+  "$(find "$state_dir" -maxdepth 1 \( -name tg0.journal -o -name tg0.state -o -name tg0.lock -o -name tg0.dns -o -name tg0.sock \) 2>/dev/null)"
 tg_snapshot "$NS_C" "$TG_TMP/after"
 check_same_snapshot "C's kernel state after stop equals the state before start" "$TG_TMP/before" "$TG_TMP/after"
 if [ "$TG_FAILED" -ne 0 ]; then _tg_detail "provider log:" "$(cat "$TG_TMP/provider.log")"; fi
