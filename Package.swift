@@ -12,6 +12,7 @@ let package = Package(
         // NetworkExtension's packet-tunnel API over the same engine (docs/networkextension.md).
         .library(name: "NetworkExtension", targets: ["NetworkExtension"]),
         .executable(name: "tunnelgate-provider-example", targets: ["tunnelgate-provider-example"]),
+        .executable(name: "mehs-provider-example", targets: ["mehs-provider-example"]),
     ],
     targets: [
         // System libraries, found by pkg-config (Debian: libmnl-dev, libnftnl-dev).
@@ -48,6 +49,13 @@ let package = Package(
         // A host for a provider class, with the seed's PacketTunnelProvider compiled beside an instrumented one.
         .executableTarget(name: "tunnelgate-provider-example", dependencies: ["NetworkExtension"],
                           path: "Examples/tunnelgate-provider-example"),
+        // The MEHS C names (shared/seeds/000), implemented on Linux by the example runtime's exports.
+        .target(name: "MEHSClient", dependencies: ["CExampleRuntime"]),
+        // The MEHS embedding guide's provider, compiled on Linux against NetworkExtension and MEHSClient.
+        .executableTarget(name: "mehs-provider-example", dependencies: ["NetworkExtension", "MEHSClient"],
+                          path: "Examples/mehs-provider-example",
+                          // The guide's code is Swift 5, as an iOS extension's would be.
+                          swiftSettings: [.swiftLanguageMode(.v5)]),
 
         // What the tests share: a private network namespace per test.
         .target(name: "TunnelgateTestSupport", dependencies: ["LinuxSystem"], path: "Tests/Support"),
