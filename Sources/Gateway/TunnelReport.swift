@@ -54,6 +54,14 @@ extension Gateway {
         return out
     }
 
+    /// Only the NEVPNStatus of `name`, from the state directory (no kernel
+    /// dumps): cheap enough to poll.
+    public func status(of name: String) throws(GatewayError) -> TunnelStatus {
+        let held = try system { () throws(SystemCallError) in try FileLock.isHeld(state.lockPath(name)) }
+        guard held else { return .disconnected }
+        return TunnelRecord.read(from: state.statePath(name))?.status ?? .connecting
+    }
+
     public func report(_ name: String) throws(GatewayError) -> TunnelReport {
         var report = TunnelReport(name: name, status: .disconnected)
         let held = try system { () throws(SystemCallError) in try FileLock.isHeld(state.lockPath(name)) }

@@ -256,7 +256,7 @@ extension CommandLine {
         let gateway = try Gateway(readOnly: true, namespace: try namespace(netns))
         var last: TunnelStatus?
         while true {
-            let status = try gateway.report(name).status
+            let status = try gateway.status(of: name)
             if status != last {
                 let seconds = Double(ProcessControl.monotonicSeconds())
                 // Written straight to the descriptor: a pipe reader sees each line as it happens.
