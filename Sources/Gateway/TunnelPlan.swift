@@ -108,6 +108,8 @@ public struct TunnelPlan: Sendable {
             lines.append("# runtime: none (packets read from \(interfaceName) are counted and dropped)")
         case .callback(let r):
             lines.append("# runtime: \(r.library) behind the callback ABI, \(r.packetPath.rawValue) packet path")
+        case .mesh(let m):
+            lines.append("# runtime: MeshGuard \(m.library), mtu \(mtu) (tunnel payloads are at most \(MeshRuntimeSettings.maximumMTU) bytes; larger mtu is refused)")
         }
         return lines
     }

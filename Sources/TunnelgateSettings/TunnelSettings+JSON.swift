@@ -8,7 +8,7 @@ extension TunnelSettings {
     static let ipv4RouteKeys = ["destinationAddress", "subnetMask", "gatewayAddress"]
     static let ipv6RouteKeys = ["destinationAddress", "networkPrefixLength", "gatewayAddress"]
     static let dnsKeys = ["servers", "searchDomains", "matchDomains", "matchDomainsNoSearch", "domainName"]
-    static let runtimeKinds = ["none", "callback"]
+    static let runtimeKinds = ["none", "callback", "mesh"]
 
     /// Parses and validates a JSON configuration. Host names are checked for
     /// syntax only; `resolveCarrierEndpoints` checks that they resolve.
@@ -137,6 +137,7 @@ struct SettingsReader {
         var runtime: RuntimeSettings?
         if let entry = top["runtime"] {
             runtime = readRuntime(entry)
+            if case .mesh? = runtime { checkMeshMTU(mtu) }
         } else {
             runtime = RuntimeSettings.none
         }
@@ -388,6 +389,7 @@ struct SettingsReader {
             return RuntimeSettings.none
         case "callback":
             return readCallbackRuntime(entry).map { .callback($0) }
+        case "mesh": return readMeshRuntime(entry).map { .mesh($0) }
         default:
             problem("\(path).kind", "unknown runtime kind \(quoted(kind)) (supported: \(TunnelSettings.runtimeKinds.joined(separator: ", ")))")
             return nil

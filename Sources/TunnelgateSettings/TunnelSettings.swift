@@ -187,6 +187,8 @@ public enum RuntimeSettings: Sendable, Equatable {
     case none
     /// A shared library behind the callback C ABI (tunnelgate_runtime.h).
     case callback(CallbackRuntimeSettings)
+    /// A MeshGuard mesh (libmeshguard-ffi.so) whose data tunnels carry the packets.
+    case mesh(MeshRuntimeSettings)
 }
 
 /// Where a callback runtime's packets flow.

@@ -166,6 +166,7 @@ extension CommandLine {
         switch runtime {
         case .none: return nil
         case .callback(let settings): return try CallbackRuntimeHost(settings)
+        case .mesh(let s): return try MeshRuntimeHost(s)
         }
     }
 

@@ -129,7 +129,7 @@ final class SettingsValidationTests: XCTestCase {
             "dnsSettings.matchDomains[1]: '-bad.example' is not a domain ('-bad' begins or ends with '-')",
             "dnsSettings.domainName: 'a..b' is not a domain (empty label)",
             "includeAllNetworks: expected true or false, found a string",
-            "runtime.kind: unknown runtime kind 'wireguard' (supported: none, callback)",
+            "runtime.kind: unknown runtime kind 'wireguard' (supported: none, callback, mesh)",
         ])
         XCTAssertEqual(problems("[]"), ["(top level): expected an object, found an array"])
         XCTAssertEqual(problems("{"), ["not valid JSON: line 1, column 2: expected a key in quotes"])

@@ -1,0 +1,606 @@
+import Gateway
+import Glibc
+import LinuxSystem
+import Synchronization
+import TunnelgateSettings
+
+/// Hosts a MeshGuard mesh (libmeshguard-ffi.so) as the tunnel's runtime:
+/// packets read from the TUN go through MeshGuard's WireGuard data tunnels to
+/// the peer whose allowed prefixes hold their destination; payloads received
+/// from the mesh are written to the TUN when their source is the sender's.
+///
+/// Threads, following MeshGuard's rules (one serial host context per
+/// context, one consumer per receive queue, no leave/destroy from callbacks;
+/// no callbacks are registered at all):
+/// - the *host context* is one thread that makes every control call after
+///   start (tunnel open/send/close, peer queries, suspend/resume). The loop's
+///   packetIn only copies into its bounded queue (`.retryLater` when full),
+///   so a slow library call never blocks the loop.
+/// - the *consumer* is one thread that drains meshguard_tunnel_recv, sleeping
+///   (50 µs doubling to 2 ms) only while it answers 1 = empty. It runs
+///   concurrently with the host context: receiving and sending never wait
+///   for each other (assumption: tunnel_recv, as a queue consumer, may run
+///   beside host-context calls — the guide serialises host calls and gives
+///   each queue exactly one consumer, which is what this does).
+/// - init and join run in start, destroy in stop, on the owner's thread,
+///   strictly before the two threads exist and after both are joined, so
+///   the serial order holds.
+public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
+    // @unchecked Sendable: `context`, `library`, `mtu` and `writer` are set before the threads start and
+    // never change while they run; the queue, jobs and snapshot are guarded by `signal`; the route table
+    // by its Mutex; counters are atomics; `tunnels` and `peerStates` belong to the host-context thread.
+
+    public let settings: MeshRuntimeSettings
+    let library: MeshLibrary
+    private var seed: [UInt8]
+    private var context: MeshLibrary.Context?
+    private var writer: TunWriter?
+    private var mtu = MeshRuntimeSettings.maximumMTU
+    private var hostThread: SystemThread?
+    private var consumerThread: SystemThread?
+    private var stopped = false
+    /// What start said it could not apply because the library lacks a symbol.
+    private var disabled: [String] = []
+    private var localIdentity: [UInt8] = []
+    private var joinedVia = ""
+
+    // Shared with the threads.
+    let signal = MeshSignal()
+    private let queue: PacketRing
+    private var running = false               // guarded by signal
+    private var jobs: [@Sendable () -> Void] = []  // guarded by signal
+    private var refreshRequested = false      // guarded by signal
+    private var snapshot = Snapshot()         // guarded by signal
+    let consumerRunning = Atomic<Bool>(false)
+    let routes = Mutex(RouteTable(entries: []))
+
+    // Host-context state.
+    private var tunnels: [[UInt8]: TunnelState] = [:]
+    private var peerAlive: [[UInt8]: Bool] = [:]
+    private var everReady = false
+    private var lastSendOK = 0.0, lastSendFailure = 0.0
+
+    // Counters.
+    let packetsIn = Atomic<UInt64>(0), bytesIn = Atomic<UInt64>(0)
+    let packetsSent = Atomic<UInt64>(0)
+    let queueFull = Atomic<UInt64>(0)
+    let dropsNoPeer = Atomic<UInt64>(0), dropsOversize = Atomic<UInt64>(0)
+    let dropsSend = Atomic<UInt64>(0), dropsTunnelClosed = Atomic<UInt64>(0)
+    let tunnelOpens = Atomic<UInt64>(0), tunnelOpenFailures = Atomic<UInt64>(0)
+    let received = Atomic<UInt64>(0), dropsSpoofed = Atomic<UInt64>(0)
+    let dropsMalformed = Atomic<UInt64>(0), dropsWriter = Atomic<UInt64>(0), recvErrors = Atomic<UInt64>(0)
+
+    struct TunnelState { var open = false; var lastAttempt = 0.0 }
+
+    /// What status() shows between refreshes; built on the host context.
+    struct Snapshot {
+        var phase: RuntimeState.Phase = .starting
+        var error: String?
+        var peersJSON = "[]"
+        var routeStatsJSON = "null"
+        var alivePeers = 0
+    }
+
+    /// Allowed prefixes per peer: where packets go, and what sources a sender may use.
+    struct RouteTable: Sendable {
+        struct Entry: Sendable { var prefix: IPPrefix; var identity: [UInt8] }
+        var entries: [Entry]  // sorted by prefix length, longest first
+
+        init(entries: [Entry]) { self.entries = entries.sorted { $0.prefix.length > $1.prefix.length } }
+
+        /// The peer for a destination: longest prefix wins.
+        func peer(for destination: IPAddress) -> [UInt8]? {
+            entries.first { $0.prefix.contains(destination) }?.identity
+        }
+
+        /// Whether `sender` may send from `source`.
+        func allows(_ sender: UnsafePointer<UInt8>, source: IPAddress) -> Bool {
+            entries.contains { e in
+                e.prefix.contains(source) && e.identity.withUnsafeBufferPointer { memcmp($0.baseAddress!, sender, 32) == 0 }
+            }
+        }
+    }
+
+    /// Loads the library, binds its symbols and reads (or creates) the
+    /// identity seed: every check that can fail before the kernel is touched.
+    public init(_ settings: MeshRuntimeSettings) throws(RuntimeError) {
+        self.settings = settings
+        library = try MeshLibrary(path: settings.library)
+        seed = try Self.loadSeed(settings)
+        queue = PacketRing(capacity: 256, slotSize: MeshRuntimeSettings.maximumMTU)
+        if case .routes(let peers) = settings.peers {
+            routes.withLock { $0 = RouteTable(entries: peers.flatMap { p in p.prefixes.map { .init(prefix: $0, identity: p.identity) } }) }
+        }
+        if settings.relay != nil, library.setAppRelay == nil { disabled.append("relay (no meshguard_set_app_relay)") }
+        if !settings.contacts.isEmpty, library.addContact == nil { disabled.append("contacts (no meshguard_add_contact)") }
+        if settings.contactsOnly != nil, library.setContactsOnly == nil { disabled.append("contactsOnly (no meshguard_set_contacts_only)") }
+        if settings.keepaliveSeconds != nil, library.setKeepalive == nil { disabled.append("keepaliveSeconds (no meshguard_set_keepalive_interval)") }
+        if library.suspend == nil || library.resume == nil { disabled.append("suspend/resume messages (no meshguard_suspend/resume)") }
+    }
+
+    /// The 32-byte seed from an owner-only file; created (0600, random) when
+    /// missing and `generateIdentity` says so.
+    static func loadSeed(_ settings: MeshRuntimeSettings) throws(RuntimeError) -> [UInt8] {
+        let path = settings.identitySeedFile
+        var st = stat()
+        if stat(path, &st) != 0 {
+            let err = Errno.current
+            guard err == Errno(rawValue: ENOENT), settings.generateIdentity else {
+                throw RuntimeError("runtime.identitySeedFile: cannot read \(path): \(err)"
+                                   + (err == Errno(rawValue: ENOENT) ? " (set \"generateIdentity\": true to create one)" : ""))
+            }
+            var bytes = [UInt8](repeating: 0, count: 32)
+            let random = open("/dev/urandom", O_RDONLY | O_CLOEXEC)
+            guard random >= 0, read(random, &bytes, 32) == 32 else {
+                if random >= 0 { close(random) }
+                throw RuntimeError("reading /dev/urandom for a new identity seed failed: \(Errno.current)")
+            }
+            close(random)
+            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw RuntimeError("runtime.identitySeedFile: cannot create \(path): \(Errno.current)") }
+            let n = write(fd, bytes, 32)
+            let synced = fsync(fd) == 0
+            close(fd)
+            guard n == 32, synced else {
+                unlink(path)
+                throw RuntimeError("runtime.identitySeedFile: writing \(path) failed: \(Errno.current)")
+            }
+            return bytes
+        }
+        guard st.st_mode & 0o077 == 0 else {
+            throw RuntimeError("runtime.identitySeedFile: \(path) can be read by others (mode \(String(st.st_mode & 0o777, radix: 8))); make it owner-only: chmod 600 \(path)")
+        }
+        guard st.st_uid == geteuid() else {
+            throw RuntimeError("runtime.identitySeedFile: \(path) belongs to uid \(st.st_uid), not to uid \(geteuid()) that runs tunnelgate")
+        }
+        guard st.st_size == 32 else {
+            throw RuntimeError("runtime.identitySeedFile: \(path) holds \(st.st_size) bytes; an identity seed is exactly 32 raw bytes")
+        }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw RuntimeError("runtime.identitySeedFile: cannot read \(path): \(Errno.current)") }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 32)
+        guard read(fd, &bytes, 32) == 32 else { throw RuntimeError("runtime.identitySeedFile: cannot read 32 bytes from \(path)") }
+        return bytes
+    }
+
+    // MARK: - Lifecycle
+
+    public func start(tun: FileDescriptor, mtu: Int) throws(RuntimeError) {
+        precondition(context == nil && !stopped, "start is called once")
+        guard mtu <= MeshRuntimeSettings.maximumMTU else {
+            throw RuntimeError("mtu \(mtu) is above \(MeshRuntimeSettings.maximumMTU), MeshGuard's tunnel payload limit")
+        }
+        self.mtu = mtu
+        writer = TunWriter(descriptor: tun.rawValue, mtu: mtu)
+        guard let ctx = seed.withUnsafeBufferPointer({ library.initialize($0.baseAddress, settings.listenPort) }) else {
+            throw RuntimeError("meshguard_init failed (is UDP port \(settings.listenPort) free? runtime.listenPort)")
+        }
+        context = ctx
+        do throws(RuntimeError) {
+            try configure(ctx)
+            try joinMesh(ctx)
+        } catch {
+            library.destroy(ctx)
+            context = nil
+            throw error
+        }
+        var key = [UInt8](repeating: 0, count: 32)
+        _ = library.getPublicKey(ctx, &key)
+        localIdentity = key
+        signal.locked { running = true; refreshRequested = true }
+        consumerRunning.store(true, ordering: .releasing)
+        do {
+            hostThread = try SystemThread.spawn { [self] in hostContextLoop() }
+            consumerThread = try SystemThread.spawn { [self] in consumerLoop() }
+        } catch {
+            stop()
+            throw RuntimeError("starting the mesh threads failed: \(error)")
+        }
+    }
+
+    /// Relay, contacts and keepalive: set before joining, as the guide asks.
+    private func configure(_ ctx: MeshLibrary.Context) throws(RuntimeError) {
+        if let seconds = settings.keepaliveSeconds, let set = library.setKeepalive {
+            let rc = set(ctx, UInt32(seconds * 1000))
+            guard rc == 0 else { throw RuntimeError("meshguard_set_keepalive_interval(\(seconds * 1000) ms) failed: \(rc) (runtime.keepaliveSeconds)") }
+        }
+        if let relay = settings.relay, let set = library.setAppRelay {
+            let rc = relay.withUnsafeBufferPointer { set(ctx, $0.baseAddress, false) }
+            guard rc == 0 else { throw RuntimeError("meshguard_set_app_relay failed: \(rc) (runtime.relay)") }
+        }
+        if let add = library.addContact {
+            for (i, c) in settings.contacts.enumerated() {
+                let rc = c.identity.withUnsafeBufferPointer { id in c.wireguardKey.withUnsafeBufferPointer { add(ctx, id.baseAddress, $0.baseAddress) } }
+                guard rc == 0 else { throw RuntimeError("meshguard_add_contact failed: \(rc) (runtime.contacts[\(i)])") }
+            }
+        }
+        if let only = settings.contactsOnly, let set = library.setContactsOnly {
+            let rc = set(ctx, only)
+            guard rc == 0 else { throw RuntimeError("meshguard_set_contacts_only failed: \(rc) (runtime.contactsOnly)") }
+        }
+    }
+
+    /// Joins through the first seed that accepts (a 0 result means the
+    /// event loop started; peers are awaited through status).
+    private func joinMesh(_ ctx: MeshLibrary.Context) throws(RuntimeError) {
+        var failures: [String] = []
+        for seedPeer in settings.seeds {
+            var rc: Int32
+            if let v4 = seedPeer.ipv4 {
+                rc = v4.bytes.withUnsafeBufferPointer { library.join(ctx, $0.baseAddress, seedPeer.port) }
+            } else if let joinHost = library.joinHost {
+                rc = joinHost(ctx, seedPeer.host, seedPeer.port)
+            } else if let v4 = Self.resolveIPv4(seedPeer.host) {
+                rc = v4.bytes.withUnsafeBufferPointer { library.join(ctx, $0.baseAddress, seedPeer.port) }
+            } else {
+                failures.append("\(seedPeer): does not resolve to IPv4")
+                continue
+            }
+            if rc == 0 { joinedVia = seedPeer.description; return }
+            failures.append("\(seedPeer): meshguard_join returned \(rc)")
+        }
+        throw RuntimeError("joining the mesh failed (runtime.seeds): " + failures.joined(separator: "; "))
+    }
+
+    static func resolveIPv4(_ host: String) -> IPv4Address? {
+        var hints = addrinfo()
+        hints.ai_family = AF_INET
+        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, nil, &hints, &result) == 0, let first = result else { return nil }
+        defer { freeaddrinfo(result) }
+        return first.pointee.ai_addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+            IPv4Address(UInt32(bigEndian: $0.pointee.sin_addr.s_addr))
+        }
+    }
+
+    /// Stops the threads, closes the tunnels and leaves the mesh
+    /// (meshguard_destroy) exactly once, after the consumer is joined.
+    public func stop() {
+        guard !stopped else { return }
+        stopped = true
+        signal.locked { running = false }
+        signal.broadcast()
+        hostThread?.join()
+        hostThread = nil
+        consumerRunning.store(false, ordering: .releasing)
+        consumerThread?.join()
+        consumerThread = nil
+        if let ctx = context {
+            for (identity, t) in tunnels where t.open {
+                _ = identity.withUnsafeBufferPointer { library.tunnelClose(ctx, $0.baseAddress) }
+            }
+            library.destroy(ctx)
+            context = nil
+        }
+        writer?.closed.store(true, ordering: .releasing)
+        seed.withUnsafeMutableBytes { explicit_bzero($0.baseAddress!, $0.count) }
+    }
+
+    deinit { stop() }
+
+    // MARK: - Loop interface
+
+    public func packetIn(_ packet: UnsafePointer<UInt8>, _ len: Int) -> PacketDelivery {
+        guard len > 0, len <= mtu else { dropsOversize.add(1, ordering: .relaxed); return .refused }
+        let accepted: Bool? = signal.locked {
+            guard running else { return nil }
+            return queue.push(packet, len)
+        }
+        guard let accepted else { return .refused }
+        guard accepted else { queueFull.add(1, ordering: .relaxed); return .retryLater }
+        signal.signal()
+        packetsIn.add(1, ordering: .relaxed)
+        bytesIn.add(UInt64(len), ordering: .relaxed)
+        return .accepted
+    }
+
+    public func status() throws(RuntimeError) -> RuntimeState {
+        guard context != nil, !stopped else { throw RuntimeError("the mesh runtime is not running") }
+        let s: Snapshot = signal.locked { refreshRequested = true; return snapshot }
+        signal.signal()
+        let interface: String? = (s.phase == .ready || s.phase == .reconnecting) ? "meshguard" : nil
+        let w = writer
+        var json = "{\"state\":\"\(s.phase.rawValue)\",\"interface\":\(interface.map(jsonString) ?? "null"),"
+        json += "\"packetPath\":\"callback\",\"mtu\":\(mtu),\"identity\":\"\(MeshRuntimeSettings.hex(localIdentity))\","
+        json += "\"listenPort\":\(settings.listenPort),\"joinedVia\":\(jsonString(joinedVia)),"
+        json += "\"routing\":\"\(settings.peers == .auto ? "auto" : "prefixes")\",\"alivePeers\":\(s.alivePeers),"
+        json += "\"peers\":\(s.peersJSON),"
+        func c(_ a: borrowing Atomic<UInt64>) -> UInt64 { a.load(ordering: .relaxed) }
+        json += "\"packetsIn\":\(c(packetsIn)),\"bytesIn\":\(c(bytesIn)),\"tunnelSends\":\(c(packetsSent)),"
+        json += "\"packetsOut\":\(w.map { $0.packets.load(ordering: .relaxed) } ?? 0),\"bytesOut\":\(w.map { $0.bytes.load(ordering: .relaxed) } ?? 0),"
+        json += "\"received\":\(c(received)),\"queueFull\":\(c(queueFull)),\"dropsNoPeer\":\(c(dropsNoPeer)),"
+        json += "\"dropsOversize\":\(c(dropsOversize)),\"dropsSend\":\(c(dropsSend)),\"dropsTunnelClosed\":\(c(dropsTunnelClosed)),"
+        json += "\"tunnelOpens\":\(c(tunnelOpens)),\"tunnelOpenFailures\":\(c(tunnelOpenFailures)),"
+        json += "\"dropsSpoofed\":\(c(dropsSpoofed)),\"dropsMalformed\":\(c(dropsMalformed)),\"dropsWriter\":\(c(dropsWriter)),"
+        json += "\"recvErrors\":\(c(recvErrors)),\"routeStats\":\(s.routeStatsJSON),"
+        json += "\"disabled\":[\(disabled.map(jsonString).joined(separator: ","))]"
+        if let e = s.error { json += ",\"error\":\(jsonString(e))" }
+        json += "}"
+        return RuntimeState(phase: s.phase, interface: interface, error: s.error, json: json)
+    }
+
+    /// Messages: `status` (the live status JSON with every counter), `peers` (the peer list),
+    /// `suspend`, `resume` (meshguard_suspend/resume, on the host context).
+    public func appMessage(_ bytes: [UInt8]) throws(RuntimeError) -> [UInt8] {
+        guard let ctx = context, !stopped else { throw RuntimeError("the mesh runtime is not running") }
+        let text = String(decoding: bytes, as: UTF8.self)
+        let call: MeshLibrary.Suspend?
+        switch text {
+        case "suspend": call = library.suspend
+        case "resume": call = library.resume
+        case "peers": return Array(signal.locked { snapshot.peersJSON }.utf8)
+        case "status": return Array(try status().json.utf8)
+        default: throw RuntimeError("unknown message \(quoted(text)) (the mesh runtime takes: status, peers, suspend, resume)")
+        }
+        guard let call else { throw RuntimeError("the MeshGuard library has no meshguard_\(text)") }
+        let result = Mutex<Int32?>(nil)
+        let bits = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(ctx)))
+        signal.locked { jobs.append { let rc = call(OpaquePointer(bitPattern: bits)); result.withLock { $0 = rc } } }
+        signal.broadcast()
+        let deadline = ProcessControl.monotonicSeconds() + 5
+        while ProcessControl.monotonicSeconds() < deadline {
+            if let rc = result.withLock({ $0 }) {
+                guard rc == 0 else { throw RuntimeError("meshguard_\(text) failed: \(rc)") }
+                return Array((text == "suspend" ? "suspended" : "resumed").utf8)
+            }
+            usleep(1000)
+        }
+        throw RuntimeError("meshguard_\(text) did not return within 5 s")
+    }
+
+    public var tunWriter: TunWriter? { writer }
+    public var packetPath: PacketPath { .callback }
+    public var startTimeout: Double { settings.startTimeoutSeconds }
+    public var summary: String {
+        let routing = settings.peers == .auto ? "auto routes" : "prefix routes"
+        var s = "MeshGuard \(settings.library), \(routing), mtu \(mtu)"
+        if !disabled.isEmpty { s += "; disabled (library lacks the symbol): " + disabled.joined(separator: ", ") }
+        return s
+    }
+
+    // MARK: - Host context
+
+    private func hostContextLoop() {
+        guard let ctx = context else { return }
+        var nextRefresh = 0.0
+        signal.lock()
+        while true {
+            while running, queue.count == 0, jobs.isEmpty, !refreshRequested, ProcessControl.monotonicSeconds() < nextRefresh {
+                signal.wait(until: nextRefresh)
+            }
+            guard running else { break }
+            let pending = jobs
+            jobs = []
+            let n = queue.count
+            let refresh = refreshRequested || ProcessControl.monotonicSeconds() >= nextRefresh
+            refreshRequested = false
+            signal.unlock()
+            for job in pending { job() }
+            // The slots [head, head+n) are the consumer side's until released: the producer writes after them.
+            for i in 0..<n {
+                let (p, len) = queue.slot(i)
+                send(ctx, p, len)
+            }
+            if refresh {
+                refreshPeers(ctx)
+                nextRefresh = ProcessControl.monotonicSeconds() + 0.25
+            }
+            signal.lock()
+            queue.release(n)
+        }
+        signal.unlock()
+    }
+
+    private func send(_ ctx: MeshLibrary.Context, _ p: UnsafePointer<UInt8>, _ len: Int) {
+        guard let destination = Self.address(p, len, source: false) else { dropsMalformed.add(1, ordering: .relaxed); return }
+        guard let peer = routes.withLock({ $0.peer(for: destination) }) else { dropsNoPeer.add(1, ordering: .relaxed); return }
+        let now = ProcessControl.monotonicSeconds()
+        var t = tunnels[peer] ?? TunnelState()
+        if !t.open {
+            // Opened on first use; after a failure, again at most once a second.
+            guard t.lastAttempt == 0 || now - t.lastAttempt >= 1 else { dropsTunnelClosed.add(1, ordering: .relaxed); return }
+            t.lastAttempt = now
+            let rc = peer.withUnsafeBufferPointer { library.tunnelOpen(ctx, $0.baseAddress) }
+            if rc == 0 { t.open = true; tunnelOpens.add(1, ordering: .relaxed) } else { tunnelOpenFailures.add(1, ordering: .relaxed) }
+            tunnels[peer] = t
+            guard t.open else { dropsTunnelClosed.add(1, ordering: .relaxed); return }
+        }
+        let rc = peer.withUnsafeBufferPointer { library.tunnelSend(ctx, $0.baseAddress, p, UInt32(len)) }
+        if rc == 0 {
+            packetsSent.add(1, ordering: .relaxed)
+            lastSendOK = now
+        } else {
+            dropsSend.add(1, ordering: .relaxed)
+            lastSendFailure = now
+            // Closed now, re-opened by the next packet to this peer.
+            _ = peer.withUnsafeBufferPointer { library.tunnelClose(ctx, $0.baseAddress) }
+            t.open = false
+            t.lastAttempt = 0
+            tunnels[peer] = t
+        }
+    }
+
+    /// Peers from the library: states, auto routes, the phase.
+    private func refreshPeers(_ ctx: MeshLibrary.Context) {
+        let count = max(0, min(Int(library.peerCount(ctx)), 1024))
+        var ids = [UInt8](repeating: 0, count: max(count, 1) * 32)
+        let n = count == 0 ? 0 : max(0, min(Int(library.getPeers(ctx, &ids, UInt32(count))), count))
+        var peersJSON: [String] = []
+        var autoEntries: [RouteTable.Entry] = []
+        var alive = 0, configuredAlive = 0
+        let configured: [[UInt8]]? = { if case .routes(let r) = settings.peers { return r.map(\.identity) } else { return nil } }()
+        var seen: Set<[UInt8]> = []
+        for i in 0..<n {
+            let id = Array(ids[(i * 32)..<(i * 32 + 32)])
+            seen.insert(id)
+            var info = [UInt8](repeating: 0, count: 48)
+            let rc = id.withUnsafeBufferPointer { library.getPeerInfo(ctx, $0.baseAddress, &info) }
+            guard rc == 0 else { continue }
+            let endpoint = "\(IPv4Address(bytes: info[0..<4])):\(Int(info[4]) << 8 | Int(info[5]))"
+            let meshIP = IPv4Address(bytes: info[6..<10])
+            let state = ["alive", "suspected", "dead", "left"][Int(min(info[10], 3))]
+            let isAlive = info[10] == 0
+            let connection = ["direct", "relayed", "unknown"][Int(min(info[44], 2))]
+            if isAlive { alive += 1 }
+            if isAlive, configured?.contains(id) ?? true { configuredAlive += 1 }
+            // A peer that comes back (restarted) gets a fresh tunnel: close ours, re-open on next use.
+            if isAlive, peerAlive[id] == false, tunnels[id]?.open == true {
+                _ = id.withUnsafeBufferPointer { library.tunnelClose(ctx, $0.baseAddress) }
+                tunnels[id]?.open = false
+                tunnels[id]?.lastAttempt = 0
+            }
+            peerAlive[id] = isAlive
+            if isAlive, !meshIP.isUnspecified, let prefix = IPPrefix(address: .v4(meshIP), length: 32) {
+                autoEntries.append(.init(prefix: prefix, identity: id))
+            }
+            let prefixes: [String]
+            if configured == nil { prefixes = isAlive && !meshIP.isUnspecified ? ["\(meshIP)/32"] : [] }
+            else { prefixes = routes.withLock { $0.entries.filter { $0.identity == id }.map { $0.prefix.description } } }
+            peersJSON.append("{\"identity\":\"\(MeshRuntimeSettings.hex(id))\",\"state\":\"\(state)\",\"endpoint\":\"\(endpoint)\","
+                             + "\"meshIPv4\":\"\(meshIP)\",\"connection\":\"\(connection)\",\"tunnel\":\(tunnels[id]?.open == true ? "\"open\"" : "\"closed\""),"
+                             + "\"prefixes\":[\(prefixes.map(jsonString).joined(separator: ","))]}")
+        }
+        for id in configured ?? [] where !seen.contains(id) {
+            peerAlive[id] = false
+            peersJSON.append("{\"identity\":\"\(MeshRuntimeSettings.hex(id))\",\"state\":\"unknown\",\"tunnel\":\(tunnels[id]?.open == true ? "\"open\"" : "\"closed\"")}")
+        }
+        if configured == nil { routes.withLock { $0 = RouteTable(entries: autoEntries) } }
+        var statsJSON = "null"
+        if let stats = library.routeStats {
+            var out = [UInt8](repeating: 0, count: 32)
+            if stats(ctx, &out) == 0 {
+                func u64(_ i: Int) -> UInt64 { (0..<8).reduce(UInt64(0)) { $0 | UInt64(out[i * 8 + $1]) << (8 * UInt64($1)) } }
+                statsJSON = "{\"directSends\":\(u64(0)),\"relaySends\":\(u64(1)),\"failedRoutes\":\(u64(2)),\"duplicateDrops\":\(u64(3))}"
+            }
+        }
+        let now = ProcessControl.monotonicSeconds()
+        let sendsFailing = lastSendFailure > lastSendOK && now - lastSendFailure < 2
+        let phase: RuntimeState.Phase
+        if configuredAlive > 0 && !sendsFailing { phase = .ready; everReady = true }
+        else { phase = everReady ? .reconnecting : .starting }
+        let json = "[" + peersJSON.joined(separator: ",") + "]"
+        signal.locked {
+            snapshot.phase = phase
+            snapshot.peersJSON = json
+            snapshot.routeStatsJSON = statsJSON
+            snapshot.alivePeers = alive
+        }
+    }
+
+    // MARK: - Consumer
+
+    private func consumerLoop() {
+        guard let ctx = context, let writer else { return }
+        let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: 1500)
+        let sender = UnsafeMutablePointer<UInt8>.allocate(capacity: 32)
+        defer { buffer.deallocate(); sender.deallocate() }
+        var backoff: UInt32 = 50
+        while consumerRunning.load(ordering: .acquiring) {
+            var len: UInt32 = 0
+            let rc = library.tunnelRecv(ctx, buffer, &len, sender)
+            if rc == 1 {
+                usleep(backoff)
+                backoff = min(backoff * 2, 2000)
+                continue
+            }
+            if rc != 0 {
+                recvErrors.add(1, ordering: .relaxed)
+                usleep(2000)
+                continue
+            }
+            backoff = 50
+            received.add(1, ordering: .relaxed)
+            let length = Int(min(len, 1500))
+            guard TunWriter.malformation(buffer, length) == nil, let source = Self.address(buffer, length, source: true) else {
+                dropsMalformed.add(1, ordering: .relaxed)
+                continue
+            }
+            guard routes.withLock({ $0.allows(sender, source: source) }) else {
+                dropsSpoofed.add(1, ordering: .relaxed)
+                continue
+            }
+            if !writer.write(buffer, length) { dropsWriter.add(1, ordering: .relaxed) }
+        }
+    }
+
+    /// The source or destination address of an IP packet.
+    static func address(_ p: UnsafePointer<UInt8>, _ len: Int, source: Bool) -> IPAddress? {
+        switch p[0] >> 4 {
+        case 4 where len >= 20:
+            let o = source ? 12 : 16
+            return .v4(IPv4Address(bytes: UnsafeBufferPointer(start: p + o, count: 4)))
+        case 6 where len >= 40:
+            let o = source ? 8 : 24
+            return .v6(IPv6Address(bytes: UnsafeBufferPointer(start: p + o, count: 16)))
+        default:
+            return nil
+        }
+    }
+}
+
+/// A mutex and a condition variable (pthread), for the host context's queue.
+final class MeshSignal: @unchecked Sendable {  // @unchecked: the pthread objects are only used through their own locking
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+    init() {
+        pthread_mutex_init(mutex, nil)
+        var attr = pthread_condattr_t()
+        pthread_condattr_init(&attr)
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
+        pthread_cond_init(cond, &attr)
+        pthread_condattr_destroy(&attr)
+    }
+    deinit {
+        pthread_cond_destroy(cond); pthread_mutex_destroy(mutex)
+        cond.deallocate(); mutex.deallocate()
+    }
+    func lock() { pthread_mutex_lock(mutex) }
+    func unlock() { pthread_mutex_unlock(mutex) }
+    func locked<T>(_ body: () throws -> T) rethrows -> T { lock(); defer { unlock() }; return try body() }
+    func signal() { pthread_cond_signal(cond) }
+    func broadcast() { pthread_cond_broadcast(cond) }
+    /// Waits (the mutex held) until signalled or the monotonic time `deadline`.
+    func wait(until deadline: Double) {
+        let d = max(deadline, 0)
+        var ts = timespec(tv_sec: Int(d), tv_nsec: Int((d - d.rounded(.down)) * 1e9))
+        pthread_cond_timedwait(cond, mutex, &ts)
+    }
+}
+
+/// A bounded FIFO of packets in preallocated slots (no allocation per packet).
+/// Guarded by the host's MeshSignal; the consumer reads slots outside the
+/// lock between taking a count and releasing it, which the producer never touches.
+final class PacketRing: @unchecked Sendable {  // @unchecked: every access happens under MeshSignal's mutex (see above)
+    let capacity: Int, slotSize: Int
+    private let storage: UnsafeMutablePointer<UInt8>
+    private var lengths: [Int]
+    private var head = 0
+    private(set) var count = 0
+
+    init(capacity: Int, slotSize: Int) {
+        self.capacity = capacity
+        self.slotSize = slotSize
+        storage = .allocate(capacity: capacity * slotSize)
+        lengths = Array(repeating: 0, count: capacity)
+    }
+    deinit { storage.deallocate() }
+
+    func push(_ p: UnsafePointer<UInt8>, _ len: Int) -> Bool {
+        guard count < capacity, len <= slotSize else { return false }
+        let i = (head + count) % capacity
+        (storage + i * slotSize).update(from: p, count: len)
+        lengths[i] = len
+        count += 1
+        return true
+    }
+    func slot(_ k: Int) -> (UnsafePointer<UInt8>, Int) {
+        let i = (head + k) % capacity
+        return (UnsafePointer(storage + i * slotSize), lengths[i])
+    }
+    func release(_ n: Int) { head = (head + n) % capacity; count -= n }
+}
+
+private func quoted(_ s: String) -> String { "'\(s)'" }
