@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "NetworkExtension", targets: ["NetworkExtension"]),
         .executable(name: "tunnelgate-provider-example", targets: ["tunnelgate-provider-example"]),
         .executable(name: "mehs-provider-example", targets: ["mehs-provider-example"]),
+        .executable(name: "tunnelgate-manager-example", targets: ["tunnelgate-manager-example"]),
     ],
     targets: [
         // System libraries, found by pkg-config (Debian: libmnl-dev, libnftnl-dev).
@@ -56,6 +57,9 @@ let package = Package(
                           path: "Examples/mehs-provider-example",
                           // The guide's code is Swift 5, as an iOS extension's would be.
                           swiftSettings: [.swiftLanguageMode(.v5)]),
+        // The manager side (seeds/003's VPNManager) as a command: start, status, message, stop, watch.
+        .executableTarget(name: "tunnelgate-manager-example", dependencies: ["NetworkExtension"],
+                          path: "Examples/tunnelgate-manager-example"),
 
         // What the tests share: a private network namespace per test.
         .target(name: "TunnelgateTestSupport", dependencies: ["LinuxSystem"], path: "Tests/Support"),

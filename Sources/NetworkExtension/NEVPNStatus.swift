@@ -11,8 +11,8 @@ public enum NEVPNStatus: Int, Sendable {
 }
 
 extension Notification.Name {
-    /// Posted on `NotificationCenter.default` (object: the `NEPacketTunnelProvider`)
-    /// whenever the host changes the tunnel's `NEVPNStatus`. On iOS the object is
-    /// the NEVPNConnection; there is no connection object here yet.
+    /// Posted on `NotificationCenter.default` whenever a status changes: in a manager's process with
+    /// the `NEVPNConnection` as object (as on iOS), and in the provider host's process with the
+    /// `NEPacketTunnelProvider` as object.
     public static let NEVPNStatusDidChange = Notification.Name("NEVPNStatusDidChangeNotification")
 }

@@ -1,0 +1,159 @@
+import Foundation
+import NetworkExtension
+
+// tunnelgate-manager-example: the container app's side (seeds/003's VPNManager) as a command.
+//
+//   start --provider PATH [--name IFNAME] [--server ADDRESS] [-- HOST-ARGUMENT...]
+//                      save the configuration, startVPNTunnel, print each NEVPNStatusDidChange until connected
+//   status [--name IFNAME]          print connection.status
+//   message TEXT [--name IFNAME]    sendProviderMessage, print the reply
+//   stop [--name IFNAME]            stopVPNTunnel, print each NEVPNStatusDidChange until disconnected
+//   watch [--name IFNAME]           print each NEVPNStatusDidChange; exit once disconnected after another status
+//
+// Exit 0 on success, 1 when the operation failed or timed out (20 s), 64 on a usage error.
+// Notification lines: "NEVPNStatusDidChange: connecting".
+
+let usage = """
+    usage: tunnelgate-manager-example start --provider PATH [--name IFNAME] [--server ADDRESS] [-- HOST-ARGUMENT...]
+           tunnelgate-manager-example status|stop|watch [--name IFNAME]
+           tunnelgate-manager-example message TEXT [--name IFNAME]
+    """
+
+func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+func fail(_ line: String, _ code: Int32 = 1) -> Never {
+    FileHandle.standardError.write(Data("tunnelgate-manager-example: \(line)\n".utf8))
+    exit(code)
+}
+
+func name(_ s: NEVPNStatus) -> String {
+    switch s {
+    case .invalid: "invalid"
+    case .disconnected: "disconnected"
+    case .connecting: "connecting"
+    case .connected: "connected"
+    case .reasserting: "reasserting"
+    case .disconnecting: "disconnecting"
+    }
+}
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+guard let command = arguments.first else { fail("Error: no command\n\(usage)", 64) }
+arguments.removeFirst()
+var interfaceName = "tg0"
+var providerPath: String?
+var serverAddress = "198.18.0.10"
+var hostArguments: [String] = []
+var text: String?
+while !arguments.isEmpty {
+    let a = arguments.removeFirst()
+    switch a {
+    case "--name": interfaceName = arguments.isEmpty ? "" : arguments.removeFirst()
+    case "--provider": providerPath = arguments.isEmpty ? nil : arguments.removeFirst()
+    case "--server": serverAddress = arguments.isEmpty ? "" : arguments.removeFirst()
+    case "--": hostArguments = arguments; arguments = []
+    case "-h", "--help": say(usage); exit(0)
+    default:
+        if command == "message" && text == nil { text = a } else { fail("Error: unknown argument '\(a)'\n\(usage)", 64) }
+    }
+}
+
+/// The manager whose tunnel is `interfaceName`, as the seed's VPNManager.load() finds its own.
+func loadManager(_ interfaceName: String) -> NETunnelProviderManager {
+    let done = DispatchSemaphore(value: 0)
+    nonisolated(unsafe) var result: Result<[NETunnelProviderManager], Error> = .success([])
+    NETunnelProviderManager.loadAllFromPreferences { managers, error in
+        result = error.map { .failure($0) } ?? .success(managers ?? [])
+        done.signal()
+    }
+    done.wait()
+    let managers: [NETunnelProviderManager]
+    do { managers = try result.get() } catch { fail("loadAllFromPreferences: \(error)") }
+    return managers.first(where: {
+        ($0.protocolConfiguration as? NETunnelProviderProtocol)?.tunnelgateInterfaceName == interfaceName
+    }) ?? NETunnelProviderManager()
+}
+
+/// Prints every NEVPNStatusDidChange of `connection`; signals `until` when `stop(status)` is true.
+func observe(_ connection: NEVPNConnection, stop: @escaping @Sendable (NEVPNStatus) -> Bool, until: DispatchSemaphore) -> NSObjectProtocol {
+    NotificationCenter.default.addObserver(forName: .NEVPNStatusDidChange, object: connection, queue: nil) { note in
+        guard let c = note.object as? NEVPNConnection else { return }
+        let s = c.status
+        say("NEVPNStatusDidChange: \(name(s))")
+        if stop(s) { until.signal() }
+    }
+}
+
+switch command {
+case "start":
+    guard let providerPath else { fail("Error: start needs --provider PATH\n\(usage)", 64) }
+    let manager = loadManager(interfaceName)
+    let proto = NETunnelProviderProtocol()
+    proto.providerBundleIdentifier = providerPath
+    proto.serverAddress = serverAddress
+    proto.tunnelgateInterfaceName = interfaceName
+    proto.tunnelgateArguments = hostArguments
+    manager.protocolConfiguration = proto
+    manager.localizedDescription = "Tunnelgate example (\(interfaceName))"
+    manager.isEnabled = true
+    let saved = DispatchSemaphore(value: 0)
+    nonisolated(unsafe) var saveError: Error?
+    manager.saveToPreferences { saveError = $0; saved.signal() }
+    saved.wait()
+    if let saveError { fail("saveToPreferences: \(saveError)") }
+    manager.loadFromPreferences { _ in saved.signal() }
+    saved.wait()
+    let connection = manager.connection
+    let finished = DispatchSemaphore(value: 0)
+    nonisolated(unsafe) var seenConnecting = false
+    let token = observe(connection, stop: { s in
+        if s == .connecting { seenConnecting = true }
+        return s == .connected || (seenConnecting && s == .disconnected)
+    }, until: finished)
+    do { try connection.startVPNTunnel() } catch { fail("startVPNTunnel: \(error)") }
+    if finished.wait(timeout: .now() + 20) == .timedOut { fail("not connected within 20 s (status \(name(connection.status)))") }
+    NotificationCenter.default.removeObserver(token)
+    guard connection.status == .connected else { fail("the tunnel did not connect (status \(name(connection.status)))") }
+    exit(0)
+
+case "status":
+    say(name(loadManager(interfaceName).connection.status))
+    exit(0)
+
+case "message":
+    guard let text else { fail("Error: message needs TEXT\n\(usage)", 64) }
+    guard let session = loadManager(interfaceName).connection as? NETunnelProviderSession else { fail("not a tunnel provider session") }
+    let answered = DispatchSemaphore(value: 0)
+    nonisolated(unsafe) var reply: Data?
+    do {
+        try session.sendProviderMessage(Data(text.utf8)) { data in reply = data; answered.signal() }
+    } catch { fail("sendProviderMessage: \(error)") }
+    if answered.wait(timeout: .now() + 20) == .timedOut { fail("no reply within 20 s") }
+    guard let reply else { fail("the provider sent no reply") }
+    say(String(decoding: reply, as: UTF8.self))
+    exit(0)
+
+case "stop":
+    let connection = loadManager(interfaceName).connection
+    guard connection.status != .disconnected && connection.status != .invalid else { say("already \(name(connection.status))"); exit(0) }
+    let finished = DispatchSemaphore(value: 0)
+    let token = observe(connection, stop: { $0 == .disconnected }, until: finished)
+    connection.stopVPNTunnel()
+    if finished.wait(timeout: .now() + 20) == .timedOut { fail("not disconnected within 20 s (status \(name(connection.status)))") }
+    NotificationCenter.default.removeObserver(token)
+    exit(0)
+
+case "watch":
+    let connection = loadManager(interfaceName).connection
+    say("status: \(name(connection.status))")
+    let finished = DispatchSemaphore(value: 0)
+    nonisolated(unsafe) var seenOther = connection.status != .disconnected && connection.status != .invalid
+    _ = observe(connection, stop: { s in
+        if s != .disconnected && s != .invalid { seenOther = true; return false }
+        return seenOther
+    }, until: finished)
+    finished.wait()
+    exit(0)
+
+default:
+    fail("Error: unknown command '\(command)'\n\(usage)", 64)
+}

@@ -1,0 +1,280 @@
+import Foundation
+import Gateway
+import Glibc
+import LinuxSystem
+import Synchronization
+
+/// NEVPNConnection: the connection of one manager's configuration.
+///
+/// Linux: the tunnel is found by its interface name
+/// (`NETunnelProviderProtocol.tunnelgateInterfaceName`) in the state directory
+/// of the calling process's network namespace, where the provider host's
+/// engine keeps the owner's pid and status (`NAME.state`) and its control
+/// socket (`NAME.sock`). `status` follows that file: a watcher polls it every
+/// 50 ms for as long as the connection object exists, and posts
+/// `NEVPNStatusDidChange` (object: this connection) on each change. A tunnel
+/// started by another process (or `tunnelgate`) is seen the same way.
+open class NEVPNConnection: @unchecked Sendable {
+    // @unchecked Sendable: every mutable field is inside `state` (a Mutex).
+
+    /// The manager's configuration as last saved or loaded: what startVPNTunnel runs.
+    struct Configuration: Sendable {
+        var isEnabled: Bool
+        var executable: String?
+        var arguments: [String]
+        var interfaceName: String
+        var serverAddress: String?
+        /// providerConfiguration as JSON.
+        var providerConfiguration: String?
+        var includeAllNetworks: Bool
+        var excludeLocalNetworks: Bool
+
+        init(_ m: NEVPNManager) {
+            isEnabled = m.isEnabled
+            let p = m.protocolConfiguration
+            let t = p as? NETunnelProviderProtocol
+            executable = t?.providerBundleIdentifier
+            arguments = t?.tunnelgateArguments ?? []
+            interfaceName = t?.tunnelgateInterfaceName ?? "tg0"
+            serverAddress = p?.serverAddress
+            if let c = t?.providerConfiguration, JSONSerialization.isValidJSONObject(c),
+               let data = try? JSONSerialization.data(withJSONObject: c, options: [.sortedKeys]) {
+                providerConfiguration = String(decoding: data, as: UTF8.self)
+            }
+            includeAllNetworks = p?.includeAllNetworks ?? false
+            excludeLocalNetworks = p?.excludeLocalNetworks ?? false
+        }
+    }
+
+    enum Phase { case idle, starting, running, stopping }
+
+    struct State {
+        var status: NEVPNStatus = .invalid
+        var phase: Phase = .idle
+        /// The provider host this connection spawned, until it is reaped.
+        var child: Int32?
+        var connectedDate: Date?
+        var directory: StateDirectory?
+        /// nil while the configuration is not saved (status .invalid).
+        var configuration: Configuration?
+    }
+
+    private let state = Mutex(State())
+    /// Notifications are posted from here, one at a time, in the order the changes were seen.
+    private let notifications = DispatchQueue(label: "tunnelgate.NEVPNConnection.notifications")
+    private let timer: DispatchSourceTimer
+
+    /// How often the state directory is read (a poll is an open and a small read).
+    static let pollInterval: DispatchTimeInterval = .milliseconds(50)
+
+    init(_ configuration: Configuration?) {
+        state.withLock { $0.configuration = configuration }
+        timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "tunnelgate.NEVPNConnection.watcher"))
+        refresh(post: false)
+        timer.schedule(deadline: .now() + Self.pollInterval, repeating: Self.pollInterval, leeway: .milliseconds(5))
+        timer.setEventHandler { [weak self] in self?.refresh(post: true) }
+        timer.resume()
+    }
+
+    deinit {
+        timer.cancel()
+    }
+
+    /// The connection's status; `.invalid` while the configuration is not saved.
+    public var status: NEVPNStatus { state.withLock { $0.status } }
+
+    /// When the status last became `.connected` (as seen by this process).
+    public var connectedDate: Date? { state.withLock { $0.connectedDate } }
+
+    var interfaceName: String { state.withLock { $0.configuration?.interfaceName ?? "tg0" } }
+
+    func update(_ configuration: Configuration?) {
+        state.withLock { $0.configuration = configuration }
+        refresh(post: true)
+    }
+
+    // MARK: Start and stop
+
+    public func startVPNTunnel() throws {
+        try startVPNTunnel(options: nil)
+    }
+
+    /// Runs the provider host (`providerBundleIdentifier`, a path on Linux) detached, in this process's
+    /// network namespace, and returns at once; the status becomes `.connecting`, then follows the host.
+    /// Does nothing while the tunnel is already connecting, connected or reasserting.
+    ///
+    /// The host gets the caller's environment plus TUNNELGATE_INTERFACE_NAME, TUNNELGATE_SERVER_ADDRESS,
+    /// TUNNELGATE_PROVIDER_CONFIGURATION (JSON), TUNNELGATE_START_OPTIONS (JSON of `options`),
+    /// TUNNELGATE_INCLUDE_ALL_NETWORKS / TUNNELGATE_EXCLUDE_LOCAL_NETWORKS (1 when set);
+    /// `TunnelgateHostConfiguration.fromEnvironment()` reads them. Its output goes to `NAME.log` in the
+    /// state directory.
+    public func startVPNTunnel(options: [String: NSObject]?) throws {
+        guard let configuration = state.withLock({ $0.configuration }) else {
+            throw NEVPNError(.configurationInvalid, "the configuration is not saved (saveToPreferences first)")
+        }
+        guard configuration.isEnabled else { throw NEVPNError(.configurationDisabled, "the configuration is not enabled") }
+        guard let executable = configuration.executable, !executable.isEmpty else {
+            throw NEVPNError(.configurationInvalid, "providerBundleIdentifier: the path of the provider host executable is not set")
+        }
+        guard access(executable, X_OK) == 0 else {
+            throw NEVPNError(.configurationInvalid, "providerBundleIdentifier: \(executable) is not an executable file")
+        }
+        refresh(post: true)
+        let name = configuration.interfaceName
+        switch status {
+        case .connecting, .connected, .reasserting: return
+        case .disconnecting: throw NEVPNError(.connectionFailed, "the tunnel \(name) is still disconnecting")
+        case .invalid, .disconnected: break
+        }
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TUNNELGATE_") || $0.key == "TUNNELGATE_PREFERENCES" }
+        environment["TUNNELGATE_INTERFACE_NAME"] = name
+        environment["TUNNELGATE_SERVER_ADDRESS"] = configuration.serverAddress
+        environment["TUNNELGATE_PROVIDER_CONFIGURATION"] = configuration.providerConfiguration
+        if let options, let json = Self.encodeOptions(options) { environment["TUNNELGATE_START_OPTIONS"] = json }
+        if configuration.includeAllNetworks { environment["TUNNELGATE_INCLUDE_ALL_NETWORKS"] = "1" }
+        if configuration.excludeLocalNetworks { environment["TUNNELGATE_EXCLUDE_LOCAL_NETWORKS"] = "1" }
+        let pid: Int32
+        do throws(SystemCallError) {
+            let directory = try StateDirectory(create: true)
+            pid = try ProcessControl.spawnDetached(executable, [executable] + configuration.arguments,
+                                                   environment: environment.map { "\($0.key)=\($0.value)" }.sorted(),
+                                                   logPath: directory.logPath(name))
+        } catch {
+            throw NEVPNError(.connectionFailed, "starting \(executable): \(error)")
+        }
+        state.withLock { s in
+            s.child = pid
+            s.phase = .starting
+        }
+        refresh(post: true)
+    }
+
+    /// Asks the tunnel to stop and returns at once: `stop` on its control socket, or SIGTERM to its owner
+    /// (the pid in the state directory, or the host this connection spawned) when the socket does not
+    /// answer. The provider's stopTunnel runs once; the status becomes `.disconnecting`, then `.disconnected`.
+    public func stopVPNTunnel() {
+        let name = interfaceName
+        let (directory, child) = state.withLock { s in
+            s.phase = .stopping
+            return (s.directory, s.child)
+        }
+        refresh(post: true)
+        DispatchQueue.global().async {
+            guard let directory else { return }
+            if let answer = try? ControlServer.request(directory.controlPath(name), "stop"), answer.contains(#""ok":true"#) { return }
+            if let pid = TunnelRecord.read(from: directory.statePath(name))?.pid ?? child, ProcessControl.exists(pid) {
+                try? ProcessControl.signal(pid, SIGTERM)
+            }
+        }
+    }
+
+    // MARK: Provider messages (NETunnelProviderSession)
+
+    func send(_ message: Data, responseHandler: ((Data?) -> Void)?) throws {
+        refresh(post: true)
+        let current = status
+        guard current == .connected || current == .reasserting else {
+            throw NEVPNError(.connectionFailed, "the tunnel \(interfaceName) is not connected (\(current))")
+        }
+        guard let directory = state.withLock({ $0.directory }) else {
+            throw NEVPNError(.connectionFailed, "no state directory")
+        }
+        let path = directory.controlPath(interfaceName)
+        nonisolated(unsafe) let handler = responseHandler
+        DispatchQueue.global().async {
+            var reply: Data?
+            if let answer = try? ControlServer.request(path, "message " + message.base64EncodedString()),
+               let object = (try? JSONSerialization.jsonObject(with: Data(answer.utf8))) as? [String: Any],
+               object["ok"] as? Bool == true, let text = object["reply"] as? String, let data = Data(base64Encoded: text), !data.isEmpty {
+                reply = data
+            }
+            handler?(reply)
+        }
+    }
+
+    // MARK: Watching the state directory
+
+    /// Reads the tunnel's state, reaps a spawned host that ended, and posts NEVPNStatusDidChange when the
+    /// status changed.
+    func refresh(post: Bool) {
+        state.withLock { s in
+            let name = s.configuration?.interfaceName ?? "tg0"
+            let saved = s.configuration != nil
+            if s.directory == nil { s.directory = try? StateDirectory(create: false) }
+            if let child = s.child {
+                do throws(SystemCallError) {
+                    if try ProcessControl.wait(for: child, block: false) != nil { s.child = nil }
+                } catch {
+                    s.child = nil
+                }
+            }
+            var observed: NEVPNStatus?
+            if let directory = s.directory, let record = TunnelRecord.read(from: directory.statePath(name)),
+               ProcessControl.exists(record.pid) {
+                observed = Self.status(record.status)
+            }
+            var new: NEVPNStatus
+            if let observed, observed != .disconnected {
+                new = observed
+                if s.phase == .starting { s.phase = .running }
+                if s.phase == .stopping { new = .disconnecting }
+            } else if s.child != nil {
+                new = s.phase == .starting ? .connecting : .disconnecting
+            } else {
+                new = .disconnected
+                s.phase = .idle
+            }
+            if !saved && new == .disconnected { new = .invalid }
+            guard new != s.status else { return }
+            s.status = new
+            if new == .connected && s.connectedDate == nil { s.connectedDate = Date() }
+            if new == .disconnected || new == .invalid { s.connectedDate = nil }
+            if post {
+                notifications.async { NotificationCenter.default.post(name: .NEVPNStatusDidChange, object: self) }
+            }
+        }
+    }
+
+    static func status(_ s: TunnelStatus) -> NEVPNStatus {
+        switch s {
+        case .disconnected: .disconnected
+        case .connecting: .connecting
+        case .connected: .connected
+        case .reasserting: .reasserting
+        case .disconnecting: .disconnecting
+        }
+    }
+
+    /// Start options as JSON: strings and numbers (NSString, NSNumber); other values are left out.
+    static func encodeOptions(_ options: [String: NSObject]) -> String? {
+        var out: [String: Any] = [:]
+        for (key, value) in options {
+            if let n = value as? NSNumber { out[key] = n } else if let s = value as? NSString { out[key] = s.description }
+        }
+        guard let data = try? JSONSerialization.data(withJSONObject: out, options: [.sortedKeys]) else { return nil }
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// NETunnelProviderSession: the connection of an NETunnelProviderManager.
+open class NETunnelProviderSession: NEVPNConnection, @unchecked Sendable {
+    // @unchecked Sendable: as NEVPNConnection.
+
+    /// As startVPNTunnel(options:).
+    public func startTunnel(options: [String: Any]? = nil) throws {
+        try startVPNTunnel(options: options?.compactMapValues { $0 as? NSObject })
+    }
+
+    /// As stopVPNTunnel().
+    public func stopTunnel() {
+        stopVPNTunnel()
+    }
+
+    /// Sends `messageData` to the provider's handleAppMessage through the tunnel's control socket and
+    /// returns at once; `responseHandler` gets the reply (nil when the provider answered nil or nothing,
+    /// or the request failed) on a background queue. Throws `NEVPNError.connectionFailed` when the
+    /// tunnel is not connected (or reasserting).
+    public func sendProviderMessage(_ messageData: Data, responseHandler: ((Data?) -> Void)? = nil) throws {
+        try send(messageData, responseHandler: responseHandler)
+    }
+}

@@ -1,0 +1,208 @@
+@testable import NetworkExtension
+import XCTest
+
+/// The manager side without root: preferences in a temporary file, errors, status from an empty state
+/// directory, notifications, and what the provider host reads from its environment. Starting a real
+/// provider host is netns/tests/networkextension-manager.sh.
+final class TunnelProviderManagerTests: XCTestCase {
+    var directory = ""
+    /// A tunnel name no test run uses for a real tunnel: its state file never exists.
+    let tunnelName = "tgut\(getpid() % 10000)"
+
+    override func setUpWithError() throws {
+        directory = NSTemporaryDirectory() + "tunnelgate-manager-tests-\(getpid())-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        NEVPNManager.tunnelgateSetPreferencesPath(directory + "/preferences.json")
+    }
+
+    override func tearDown() {
+        NEVPNManager.tunnelgateSetPreferencesPath(nil)
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    func configured(_ executable: String = "/bin/true") -> NETunnelProviderManager {
+        let m = NETunnelProviderManager()
+        let p = NETunnelProviderProtocol()
+        p.providerBundleIdentifier = executable
+        p.serverAddress = "198.18.0.10"
+        p.providerConfiguration = ["mtu": 1400, "peers": ["a", "b"], "nested": ["on": true]]
+        p.tunnelgateInterfaceName = tunnelName
+        p.tunnelgateArguments = ["--provider", "counting"]
+        p.includeAllNetworks = true
+        m.protocolConfiguration = p
+        m.localizedDescription = "Test VPN"
+        m.isEnabled = true
+        return m
+    }
+
+    func testNothingSavedLoadsEmpty() async throws {
+        let all = try await NETunnelProviderManager.loadAllFromPreferences()
+        XCTAssertTrue(all.isEmpty)
+    }
+
+    func testSaveAndLoadAllRoundTrip() async throws {
+        let first = configured()
+        try await first.saveToPreferences()
+        let second = configured("/bin/false")
+        second.isEnabled = false
+        try await second.saveToPreferences()
+        // Saving again replaces, it does not add.
+        first.localizedDescription = "Renamed"
+        try await first.saveToPreferences()
+
+        let all = try await NETunnelProviderManager.loadAllFromPreferences()
+        XCTAssertEqual(all.count, 2)
+        XCTAssertEqual(all.map(\.localizedDescription), ["Renamed", "Test VPN"])
+        XCTAssertEqual(all.map(\.isEnabled), [true, false])
+        let p = try XCTUnwrap(all[0].protocolConfiguration as? NETunnelProviderProtocol)
+        XCTAssertEqual(p.providerBundleIdentifier, "/bin/true")
+        XCTAssertEqual(p.serverAddress, "198.18.0.10")
+        XCTAssertEqual(p.tunnelgateInterfaceName, tunnelName)
+        XCTAssertEqual(p.tunnelgateArguments, ["--provider", "counting"])
+        XCTAssertTrue(p.includeAllNetworks)
+        XCTAssertFalse(p.excludeLocalNetworks)
+        XCTAssertEqual(p.providerConfiguration?["mtu"] as? Int, 1400)
+        XCTAssertEqual(p.providerConfiguration?["peers"] as? [String], ["a", "b"])
+        XCTAssertEqual((p.providerConfiguration?["nested"] as? [String: Any])?["on"] as? Bool, true)
+        // Managers are new objects on each load, as on iOS.
+        XCTAssertFalse(all[0] === first)
+    }
+
+    func testLoadFromPreferencesReplacesUnsavedChanges() async throws {
+        let m = configured()
+        try await m.saveToPreferences()
+        m.localizedDescription = "unsaved"
+        m.isEnabled = false
+        try await m.loadFromPreferences()
+        XCTAssertEqual(m.localizedDescription, "Test VPN")
+        XCTAssertTrue(m.isEnabled)
+    }
+
+    func testSaveWithoutProtocolIsInvalid() async {
+        let m = NETunnelProviderManager()
+        do {
+            try await m.saveToPreferences()
+            XCTFail("saved without a protocolConfiguration")
+        } catch NEVPNError.configurationInvalid {
+            // Apple's code in Apple's domain.
+        } catch {
+            XCTFail("unexpected \(error)")
+        }
+    }
+
+    func testProviderConfigurationMustBeJSON() async {
+        let m = configured()
+        (m.protocolConfiguration as? NETunnelProviderProtocol)?.providerConfiguration = ["date": Date()]
+        do {
+            try await m.saveToPreferences()
+            XCTFail("saved a configuration JSON cannot hold")
+        } catch {
+            let e = error as NSError
+            XCTAssertEqual(e.domain, NEVPNErrorDomain)
+            XCTAssertEqual(e.code, NEVPNError.Code.configurationInvalid.rawValue)
+            XCTAssertTrue(e.localizedDescription.contains("providerConfiguration"), e.localizedDescription)
+        }
+    }
+
+    func testAnUnreadablePreferencesFileFails() async throws {
+        try Data("not json".utf8).write(to: URL(fileURLWithPath: directory + "/preferences.json"))
+        do {
+            _ = try await NETunnelProviderManager.loadAllFromPreferences()
+            XCTFail("loaded garbage")
+        } catch NEVPNError.configurationReadWriteFailed {
+        } catch {
+            XCTFail("unexpected \(error)")
+        }
+    }
+
+    func testStatusInvalidUntilSavedThenDisconnectedWithANotification() async throws {
+        let m = configured()
+        let connection = m.connection
+        XCTAssertTrue(connection is NETunnelProviderSession, "an NETunnelProviderManager's connection is a session")
+        XCTAssertEqual(connection.status, .invalid)
+        let changed = expectation(forNotification: .NEVPNStatusDidChange, object: connection) { _ in
+            connection.status == .disconnected
+        }
+        try await m.saveToPreferences()
+        await fulfillment(of: [changed], timeout: 5)
+        XCTAssertEqual(connection.status, .disconnected)
+        XCTAssertNil(connection.connectedDate)
+
+        let removed = expectation(forNotification: .NEVPNStatusDidChange, object: connection) { _ in
+            connection.status == .invalid
+        }
+        try await m.removeFromPreferences()
+        await fulfillment(of: [removed], timeout: 5)
+        let all = try await NETunnelProviderManager.loadAllFromPreferences()
+        XCTAssertTrue(all.isEmpty)
+    }
+
+    func testConnectionOutlivesItsManager() async throws {
+        var m: NETunnelProviderManager? = configured()
+        try await m!.saveToPreferences()
+        let connection = m!.connection
+        m = nil
+        // Still the saved configuration: disconnected, not invalid; a start is checked against it.
+        XCTAssertEqual(connection.status, .disconnected)
+        XCTAssertThrowsError(try (connection as! NETunnelProviderSession).sendProviderMessage(Data("x".utf8)))
+    }
+
+    func testStartRefusals() async throws {
+        // Not saved: invalid.
+        XCTAssertThrowsError(try configured().connection.startVPNTunnel()) { error in
+            XCTAssertEqual((error as? NEVPNError)?.code, .configurationInvalid)
+        }
+        // Saved but disabled.
+        let disabled = configured()
+        disabled.isEnabled = false
+        try await disabled.saveToPreferences()
+        XCTAssertThrowsError(try disabled.connection.startVPNTunnel()) { error in
+            XCTAssertEqual((error as? NEVPNError)?.code, .configurationDisabled)
+        }
+        // No executable at providerBundleIdentifier.
+        let missing = configured(directory + "/no-such-host")
+        try await missing.saveToPreferences()
+        XCTAssertThrowsError(try missing.connection.startVPNTunnel()) { error in
+            XCTAssertEqual((error as? NEVPNError)?.code, .configurationInvalid)
+            XCTAssertTrue("\(error)".contains("no-such-host"), "\(error)")
+        }
+        XCTAssertEqual(missing.connection.status, .disconnected)
+    }
+
+    func testSendProviderMessageThrowsWhenNotConnected() async throws {
+        let m = configured()
+        try await m.saveToPreferences()
+        let session = try XCTUnwrap(m.connection as? NETunnelProviderSession)
+        XCTAssertThrowsError(try session.sendProviderMessage(Data("hello".utf8)) { _ in XCTFail("no reply expected") }) { error in
+            XCTAssertEqual((error as NSError).domain, NEVPNErrorDomain)
+            XCTAssertEqual((error as? NEVPNError)?.code, .connectionFailed)
+        }
+    }
+
+    func testStopWhenNothingRunsStaysDisconnected() async throws {
+        let m = configured()
+        try await m.saveToPreferences()
+        m.connection.stopVPNTunnel()
+        XCTAssertEqual(m.connection.status, .disconnected)
+    }
+
+    func testHostEnvironment() {
+        let c = TunnelgateHostConfiguration.fromEnvironment(["TUNNELGATE_INTERFACE_NAME": "tgx",
+                                                             "TUNNELGATE_INCLUDE_ALL_NETWORKS": "1"])
+        XCTAssertEqual(c.interfaceName, "tgx")
+        XCTAssertTrue(c.includeAllNetworks)
+        XCTAssertFalse(c.excludeLocalNetworks)
+        XCTAssertEqual(TunnelgateHostConfiguration.fromEnvironment([:]).interfaceName, "tg0")
+
+        let json = NEVPNConnection.encodeOptions(["user": NSString(string: "alice"), "retries": NSNumber(value: 3)])
+        XCTAssertEqual(json, #"{"retries":3,"user":"alice"}"#)
+        let options = TunnelgateHostConfiguration.startOptionsFromEnvironment(["TUNNELGATE_START_OPTIONS": json!])
+        XCTAssertEqual(options?["user"] as? NSString, "alice")
+        XCTAssertEqual((options?["retries"] as? NSNumber)?.intValue, 3)
+        XCTAssertNil(TunnelgateHostConfiguration.startOptionsFromEnvironment([:]))
+
+        let configuration = TunnelgateHostConfiguration.providerConfigurationFromEnvironment(
+            ["TUNNELGATE_PROVIDER_CONFIGURATION": #"{"mtu":1400}"#])
+        XCTAssertEqual(configuration?["mtu"] as? Int, 1400)
+    }
+}

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# networkextension-manager: the manager side of NetworkExtension on Linux. tunnelgate-manager-example
+# (Examples/, the seed's VPNManager as a command) drives CountingTunnelProvider through
+# NETunnelProviderManager: saveToPreferences, connection.startVPNTunnel() spawning the provider host
+# detached, NEVPNStatusDidChange connecting → connected in the starting process, sendProviderMessage
+# reaching handleAppMessage ("received N"), stopVPNTunnel() → disconnecting → disconnected seen both by
+# the stopping process and by a separate watching one, stopTunnel once, and C's kernel state as before.
+#
+#   C ── tunnelgate-manager-example start ─spawn─▶ tunnelgate-provider-example ── tg0 (10.8.0.2/24)
+#   │     (exits once connected)                        ▲ control socket tg0.sock: stop, message
+#   │   tunnelgate-manager-example watch|message|stop ──┘ (+ the state directory's tg0.state)
+#   │ eth0 (carrier $CARRIER4 stays here)
+#   R ── I
+set -uo pipefail
+# shellcheck source=netns/lib.sh
+. "$(dirname "$0")/../lib.sh"
+tg_trap_cleanup
+PROVIDER=${TG_PROVIDER_EXAMPLE:-$TG_ROOT/.build/debug/tunnelgate-provider-example}
+MANAGER=${TG_MANAGER_EXAMPLE:-$TG_ROOT/.build/debug/tunnelgate-manager-example}
+[ -x "$PROVIDER" ] && [ -x "$MANAGER" ] || tg_bail "the example host and manager are built ($PROVIDER, $MANAGER)" "build them with: swift build"
+tg_require_binary
+tg_topology_up
+
+resolv=/etc/netns/$NS_C/resolv.conf
+mkdir -p "/etc/netns/$NS_C"
+trap 'rm -rf "/etc/netns/$NS_C"; tg_topology_down' EXIT
+printf 'nameserver %s\n' "$R_C0_4" >"$resolv"
+resolv_before=$(cat "$resolv")
+tg_snapshot "$NS_C" "$TG_TMP/before"
+
+count_file=$TG_TMP/count
+stop_file=$TG_TMP/stops
+# The manager's environment is the provider host's (startVPNTunnel spawns it with the caller's environment).
+in_c() { ip netns exec "$NS_C" env TG_NE_REMOTE="$CARRIER4" TG_NE_DNS=10.8.0.1 \
+  TG_NE_COUNT_FILE="$count_file" TG_NE_STOP_FILE="$stop_file" "$@"; }
+
+# Before anything is saved, the connection of a new manager is .invalid, and sendProviderMessage throws.
+tg_run in_c "$MANAGER" status
+check_eq "an unsaved manager's connection.status is invalid" "invalid" "$TG_OUT"
+
+# start: saveToPreferences, loadFromPreferences, startVPNTunnel; the process exits once connected.
+tg_run in_c "$MANAGER" start --provider "$PROVIDER" --server "$CARRIER4" -- --provider counting --name tg0
+check_rc "manager start: startVPNTunnel() reaches connected" 0
+check_eq "NEVPNStatusDidChange in the starting process: connecting, then connected" \
+  "NEVPNStatusDidChange: connecting
+NEVPNStatusDidChange: connected" "$TG_OUT"
+state_dir=$(tg_state_dir "$NS_C")
+check_eq "saveToPreferences wrote the configuration to $state_dir/preferences.json" "$PROVIDER tg0 true" \
+  "$(jq -r '.managers[] | "\(.protocol.providerBundleIdentifier) \(.protocol.interfaceName) \(.isEnabled)"' "$state_dir/preferences.json" 2>&1)"
+
+# The provider host runs detached: its own session, outliving the manager process; its output in tg0.log.
+owner=$(jq -r .pid "$state_dir/tg0.state" 2>/dev/null)
+check_eq "the tunnel's owner is the provider host the manager spawned" "$(readlink -f "$PROVIDER")" \
+  "$(readlink "/proc/${owner:-0}/exe" 2>&1)"
+check_eq "... in a session of its own (setsid)" "${owner:-x}" "$(awk '{print $6}' "/proc/${owner:-0}/stat" 2>&1)"
+check_match "... writing its log to the state directory's tg0.log" 'startTunnel completed: connected' \
+  "$(cat "$state_dir/tg0.log" 2>&1)"
+check_match "tg0 has the provider's 10.8.0.2/24" 'inet 10\.8\.0\.2/24 ' "$(ip -n "$NS_C" addr show dev tg0 2>&1)"
+wait_for "$ELSEWHERE4 is looked up into tg0" 5 route_is "$NS_C" "$ELSEWHERE4" tg0
+tg_run in_c "$MANAGER" status
+check_eq "another process's manager (loadAllFromPreferences) sees connection.status connected" "connected" "$TG_OUT"
+tg_run ip netns exec "$NS_C" "$TG" status tg0
+check_match "tunnelgate status agrees" 'connected' "$TG_OUT"
+
+# sendProviderMessage → control socket → handleAppMessage; the counting provider answers "received N".
+ip netns exec "$NS_C" ping -n -c 3 -i 0.2 -W 1 "$ELSEWHERE4" >/dev/null 2>&1
+count_at_least() { [ "$(cat "$count_file" 2>/dev/null || echo 0)" -ge "$1" ]; }
+wait_for "the provider read the 3 echo requests from packetFlow" 5 count_at_least 3
+tg_run in_c "$MANAGER" message hello
+check_rc "sendProviderMessage gets a reply" 0
+check_match "... handleAppMessage's own: received N, N ≥ 3" '^received ([3-9]|[1-9][0-9]+)$' "$TG_OUT"
+
+# A separate process watches while a third one stops the tunnel.
+watch_log=$TG_TMP/watch.log
+in_c "$MANAGER" watch >"$watch_log" 2>&1 &
+watch_pid=$!
+watch_ready() { grep -q '^status: connected$' "$watch_log"; }
+wait_for "the watching process starts with connection.status connected" 5 watch_ready
+tg_run in_c "$MANAGER" stop
+check_rc "manager stop: stopVPNTunnel() reaches disconnected" 0
+check_eq "NEVPNStatusDidChange in the stopping process: disconnecting, then disconnected" \
+  "NEVPNStatusDidChange: disconnecting
+NEVPNStatusDidChange: disconnected" "$TG_OUT"
+wait_for "the watching process ends after disconnected" 5 tg_exited "$watch_pid"
+wait "$watch_pid" 2>/dev/null
+# Another process polls the state directory every 50 ms, so a shorter state (disconnecting lasts a few ms
+# here) may pass unseen; it sees the end state, and nothing out of order.
+check_eq "the watching process saw connected, [disconnecting,] disconnected (50 ms polling)" \
+  "status: connected
+NEVPNStatusDidChange: disconnected" "$(grep -vx 'NEVPNStatusDidChange: disconnecting' "$watch_log")"
+wait_for "the provider host has exited" 10 tg_exited "${owner:-0}"
+check_eq "stopTunnel was called exactly once, with .userInitiated (1)" "stopTunnel 1" "$(cat "$stop_file" 2>&1)"
+check_fails "a clean stop removes the host's tg0.log (as after tunnelgate up --detach)" test -e "$state_dir/tg0.log"
+check_eq "the preferences outlive the tunnel" "$PROVIDER" \
+  "$(jq -r '.managers[0].protocol.providerBundleIdentifier' "$state_dir/preferences.json" 2>&1)"
+tg_run in_c "$MANAGER" status
+check_eq "a new manager process sees connection.status disconnected" "disconnected" "$TG_OUT"
+
+tg_run in_c "$MANAGER" message hello
+check_rc_nonzero "sendProviderMessage throws when not connected"
+check_match "... NEVPNError.connectionFailed: not connected" 'not connected' "$TG_ERR"
+
+check_fails "tg0 is gone" ip -n "$NS_C" link show dev tg0
+check_eq "C's resolv.conf is back" "$resolv_before" "$(cat "$resolv" 2>&1)"
+check_eq "no journal, state, lock or socket of tg0 is left in $state_dir" "" \
+  "$(find "$state_dir" -maxdepth 1 \( -name tg0.journal -o -name tg0.state -o -name tg0.lock -o -name tg0.dns -o -name tg0.sock \) 2>/dev/null)"
+tg_snapshot "$NS_C" "$TG_TMP/after"
+check_same_snapshot "C's kernel state after stopVPNTunnel equals the state before start" "$TG_TMP/before" "$TG_TMP/after"
+if [ "$TG_FAILED" -ne 0 ]; then _tg_detail "provider log (kept only when the stop was not clean):" "$(cat "$state_dir/tg0.log" 2>&1)"; fi
+
+tg_summary
