@@ -16,14 +16,22 @@ final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable 
     private var received = 0
     private let log = Logger(subsystem: "tunnelgate.example", category: "counting")
 
-    override func startTunnel(options: [String: NSObject]?, completionHandler: @escaping (Error?) -> Void) {
+    /// The seed's settings; `reapplied` changes the MTU and excludes TG_NE_REAPPLY_EXCLUDE.
+    private func settings(reapplied: Bool) -> NEPacketTunnelNetworkSettings {
         let settings = NEPacketTunnelNetworkSettings(tunnelRemoteAddress: environment["TG_NE_REMOTE"] ?? "198.18.0.10")
-        settings.mtu = 1400
+        settings.mtu = reapplied ? 1280 : 1400
         let ipv4 = NEIPv4Settings(addresses: ["10.8.0.2"], subnetMasks: ["255.255.255.0"])
         ipv4.includedRoutes = [NEIPv4Route.default()]
+        if reapplied, let excluded = environment["TG_NE_REAPPLY_EXCLUDE"] {
+            ipv4.excludedRoutes = [NEIPv4Route(destinationAddress: excluded, subnetMask: "255.255.255.255")]
+        }
         settings.ipv4Settings = ipv4
         settings.dnsSettings = NEDNSSettings(servers: (environment["TG_NE_DNS"] ?? "10.8.0.1").split(separator: ",").map(String.init))
-        setTunnelNetworkSettings(settings) { [weak self] error in
+        return settings
+    }
+
+    override func startTunnel(options: [String: NSObject]?, completionHandler: @escaping (Error?) -> Void) {
+        setTunnelNetworkSettings(settings(reapplied: false)) { [weak self] error in
             if let error {
                 completionHandler(error)
                 return
@@ -57,7 +65,15 @@ final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable 
         completionHandler()
     }
 
+    /// "reapply": setTunnelNetworkSettings again while running (MTU 1280, one more
+    /// excluded route); anything else: the packet count.
     override func handleAppMessage(_ messageData: Data, completionHandler: ((Data?) -> Void)?) {
-        completionHandler?(Data("received \(received)".utf8))
+        guard messageData == Data("reapply".utf8) else {
+            completionHandler?(Data("received \(received)".utf8))
+            return
+        }
+        setTunnelNetworkSettings(settings(reapplied: true)) { error in
+            completionHandler?(Data((error.map { "reapply failed: \($0.localizedDescription)" } ?? "reapplied").utf8))
+        }
     }
 }

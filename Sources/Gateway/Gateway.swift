@@ -541,7 +541,7 @@ func netlinkCall<T>(_ body: () throws(NetlinkError) -> T) throws(GatewayError) -
 
 /// A tunnel that is up: it owns the TUN descriptor and the name lock.
 public final class ActiveTunnel {
-    public let plan: TunnelPlan
+    public internal(set) var plan: TunnelPlan
     public let tun: TunDevice
     /// The interface's index in the namespace it is configured in.
     public let interfaceIndex: Int32
@@ -551,7 +551,7 @@ public final class ActiveTunnel {
     private var stopped = false
 
     /// The DNS applied, with its split-DNS forwarder when there is one.
-    public let dns: DNSApplied?
+    public internal(set) var dns: DNSApplied?
 
     init(plan: TunnelPlan, tun: TunDevice, interfaceIndex: Int32, lock: FileLock, record: TunnelRecord, dns: DNSApplied?, gateway: Gateway) {
         self.dns = dns

@@ -40,6 +40,17 @@ public final class Journal {
         try append(["tunnelgate-journal 1", "tunnel \(name) slot \(slot.index)"])
     }
 
+    /// Opens an existing journal to append to it (a running tunnel's).
+    public static func reopen(path: String) throws(SystemCallError) -> Journal? {
+        guard FileSystem.exists(path) else { return nil }
+        return Journal(appendingTo: try FileDescriptor.open(path, O_WRONLY | O_APPEND), path: path)
+    }
+
+    private init(appendingTo descriptor: FileDescriptor, path: String) {
+        self.descriptor = descriptor
+        self.path = path
+    }
+
     deinit { descriptor.close() }
 
     /// Appends records and syncs them before returning.
@@ -55,6 +66,11 @@ public final class Journal {
     }
 
     public func record(routes: [RouteSpec], rules: [RuleSpec]) throws(SystemCallError) {
+        try append(Self.records(routes: routes, rules: rules))
+    }
+
+    /// The journal lines of routes and rules.
+    public static func records(routes: [RouteSpec], rules: [RuleSpec]) -> [String] {
         var lines: [String] = []
         lines.reserveCapacity(routes.count + rules.count)
         for r in routes {
@@ -66,7 +82,7 @@ public final class Journal {
             lines.append("rule \(r.family == .ipv4 ? 4 : 6) \(r.priority) \(r.table) \(r.fwmark ?? 0) \(r.invert ? 1 : 0)"
                          + (r.suppressPrefixLength.map { " suppress \($0)" } ?? ""))
         }
-        try append(lines)
+        return lines
     }
 
     public func record(nftTable name: String) throws(SystemCallError) {

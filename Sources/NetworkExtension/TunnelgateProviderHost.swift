@@ -177,6 +177,10 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
     /// nil removes; settings replace whatever is applied (stop, then up: the
     /// provider keeps running, the TUN is recreated).
     private func applyLocked(_ settings: TunnelSettings?) throws(GatewayError) {
+        // Settings again while running: only the difference, as on iOS; the TUN and packetFlow stay.
+        if let current = active, let settings, let gateway, try gateway.reapply(current, settings, resolver: SystemResolver()) {
+            return
+        }
         if let current = active {
             provider?.packetFlow.unbind()
             control = nil

@@ -27,7 +27,7 @@ tg_snapshot "$NS_C" "$TG_TMP/before"
 
 count_file=$TG_TMP/count
 stop_file=$TG_TMP/stops
-ip netns exec "$NS_C" env TG_NE_REMOTE="$CARRIER4" TG_NE_DNS=10.8.0.1 \
+ip netns exec "$NS_C" env TG_NE_REMOTE="$CARRIER4" TG_NE_DNS=10.8.0.1 TG_NE_REAPPLY_EXCLUDE="$EXCLUDED4" \
   TG_NE_COUNT_FILE="$count_file" TG_NE_STOP_FILE="$stop_file" \
   "$PROVIDER" --provider counting >"$TG_TMP/provider.log" 2>&1 &
 provider_pid=$!
@@ -62,6 +62,19 @@ wait_for "after re-arming, the provider read 2 more" 5 count_at_least 5
 tg_run ip netns exec "$NS_C" "$TG" message tg0 hello
 check_rc "tunnelgate message reaches the provider" 0
 check_match "... and prints handleAppMessage's reply" '^received [0-9]+$' "$TG_OUT"
+
+# setTunnelNetworkSettings again while running: only the difference is applied, the TUN stays.
+index_before=$(ip -n "$NS_C" -o link show dev tg0 | cut -d: -f1)
+check_route "before the re-apply, $EXCLUDED4 is routed into the tunnel" "$NS_C" "$EXCLUDED4" tg0
+tg_run ip netns exec "$NS_C" "$TG" message tg0 reapply
+check_eq "the provider re-applied its settings" reapplied "$TG_OUT"
+check_eq "the same TUN, not a new one (interface index)" "$index_before" "$(ip -n "$NS_C" -o link show dev tg0 | cut -d: -f1)"
+check_match "the new MTU is in place" ' mtu 1280 ' "$(ip -n "$NS_C" link show dev tg0 2>&1)"
+check_route "the newly excluded $EXCLUDED4 leaves through eth0" "$NS_C" "$EXCLUDED4" eth0
+check_route "$INCLUDED4 still goes into the tunnel" "$NS_C" "$INCLUDED4" tg0
+before=$(cat "$count_file")
+ip netns exec "$NS_C" ping -n -c 2 -i 0.2 -W 1 "$INCLUDED4" >/dev/null 2>&1
+wait_for "packetFlow still delivers after the re-apply" 5 count_at_least $((before + 2))
 
 # SIGTERM twice: stopTunnel once, then everything is removed.
 kill -TERM "$provider_pid"
