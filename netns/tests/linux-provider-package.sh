@@ -16,15 +16,17 @@ tg_trap_cleanup
 PACKAGE=$TG_ROOT/Examples/LinuxProviderPackage
 tg_require_binary
 
-# The package builds on its own (swift build --package-path, its own scratch directory).
-build_log=$(mktemp /tmp/tunnelgate-linux-provider-package-build.XXXXXX)
-if swift build --package-path "$PACKAGE" >"$build_log" 2>&1; then
+# The package builds on its own (swift build --package-path) in a fresh scratch directory: SwiftPM's
+# incremental build of a path dependency can miss files added to it since the last build.
+scratch=$(mktemp -d /tmp/tunnelgate-linux-provider-package.XXXXXX)
+trap 'rm -rf "$scratch"; tg_topology_down' EXIT
+build_log=$scratch/build.log
+if swift build --package-path "$PACKAGE" --scratch-path "$scratch/build" >"$build_log" 2>&1; then
   tg_pass "swift build --package-path Examples/LinuxProviderPackage"
-  rm -f "$build_log"
 else
   tg_bail "swift build --package-path Examples/LinuxProviderPackage" "$(tail -n 30 "$build_log")"
 fi
-PROVIDER=$(swift build --package-path "$PACKAGE" --show-bin-path 2>/dev/null)/echo-provider
+PROVIDER=$(swift build --package-path "$PACKAGE" --scratch-path "$scratch/build" --show-bin-path 2>/dev/null)/echo-provider
 check "the package's provider host is built at $PROVIDER" test -x "$PROVIDER"
 tg_topology_up
 tg_snapshot "$NS_C" "$TG_TMP/before"
