@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import LinuxSystem
+import TunnelgateSettings
 
 /// The control socket of a running tunnel: `STATEDIR/NAME.sock`, owner-only,
 /// answering processes of the same user (or root) only, checked by
@@ -96,7 +97,4 @@ public struct ControlFailure: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-func jsonQuoted(_ s: String) -> String {
-    let data = (try? JSONEncoder().encode(s)) ?? Data("\"\"".utf8)
-    return String(decoding: data, as: UTF8.self)
-}
+func jsonQuoted(_ s: String) -> String { JSONValue.quoted(s) }

@@ -30,4 +30,11 @@ final class JSONParserTests: XCTestCase {
             XCTAssertThrowsError(try parse(bad), bad)
         }
     }
+
+    func testQuotedRoundTrips() throws {
+        for text in ["plain", "quote \" and \\ backslash", "line\nbreak\ttab", "\u{01}control", "é 😀"] {
+            XCTAssertEqual(try parse(JSONValue.quoted(text)), .string(text), text)
+        }
+        XCTAssertEqual(JSONValue.quoted("\u{01}"), "\"\\u0001\"")
+    }
 }
