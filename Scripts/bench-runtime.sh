@@ -60,7 +60,7 @@ CFG
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 # tcp DEST: bits/s received, one run
 tcp() {
-  ip netns exec "$b" iperf3 -s -1 -B "$1" -p 5201 >/dev/null 2>&1 &
+  ip netns exec "$b" timeout 90 iperf3 -s -1 -B "$1" -p 5201 >/dev/null 2>&1 &
   local server=$!
   for _ in $(seq 100); do ip netns exec "$b" ss -ltn | grep -q "$1:5201" && break; sleep 0.02; done
   ip netns exec "$a" iperf3 -c "$1" -p 5201 -t "$seconds" -J | jq '.end.sum_received.bits_per_second'
@@ -68,7 +68,7 @@ tcp() {
 }
 # udp DEST: packets/s received for 1,000-byte datagrams offered at 2 Gbit/s
 udp() {
-  ip netns exec "$b" iperf3 -s -1 -B "$1" -p 5202 >/dev/null 2>&1 &
+  ip netns exec "$b" timeout 90 iperf3 -s -1 -B "$1" -p 5202 >/dev/null 2>&1 &
   local server=$!
   for _ in $(seq 100); do ip netns exec "$b" ss -lun | grep -q "$1:5202" && break; sleep 0.02; done
   ip netns exec "$a" iperf3 -c "$1" -p 5202 -u -b 2G -l 1000 -t "$seconds" -J |

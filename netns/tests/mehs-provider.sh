@@ -47,7 +47,7 @@ check_route "the server's address stays on the physical path (the guide's exclud
 check_ping "C reaches the server's tunnel address through the MEHS provider" "$NS_C" 198.18.0.2
 check_ping "and the server reaches C's" "$NS_L" 198.18.0.1
 
-ip netns exec "$NS_L" iperf3 -s -1 -B 198.18.0.2 -p 5201 >/dev/null 2>&1 &
+ip netns exec "$NS_L" timeout 90 iperf3 -s -1 -B 198.18.0.2 -p 5201 >/dev/null 2>&1 &
 server=$!
 wait_for "iperf3 server listening" 5 bash -c "ip netns exec $NS_L ss -ltn | grep -q 198.18.0.2:5201"
 ip netns exec "$NS_C" timeout 60 iperf3 -c 198.18.0.2 -p 5201 -t 2 -J >"$TG_TMP/iperf.json" 2>&1

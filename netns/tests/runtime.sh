@@ -55,7 +55,7 @@ down_pair() {
 # (what iperf3 counted as received: it stops counting when the sender finishes, so it is less than sent)
 # and $iperf_rc.
 iperf_tcp() {
-  ip netns exec "$NS_L" iperf3 -s -1 -B 10.60.0.2 -p 5201 >/dev/null 2>&1 &
+  ip netns exec "$NS_L" timeout 90 iperf3 -s -1 -B 10.60.0.2 -p 5201 >/dev/null 2>&1 &
   local server=$!
   wait_for "iperf3 server listening" 5 bash -c "ip netns exec $NS_L ss -ltn | grep -q 10.60.0.2:5201"
   ip netns exec "$NS_C" timeout 60 iperf3 -c 10.60.0.2 -p 5201 -t "$1" -J >"$TG_TMP/iperf.json" 2>"$TG_TMP/iperf.err"
