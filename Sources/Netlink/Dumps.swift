@@ -24,7 +24,7 @@ extension NetlinkSocket {
     /// Every link in the namespace. Equivalent to: `ip -s -d link show`.
     public func links() throws(NetlinkError) -> [LinkInfo] {
         var out: [LinkInfo] = []
-        try dump(type: Int32(RTM_GETLINK), family: UInt8(AF_UNSPEC), operation: "ip link show",
+        try dump(type: Int32(RTM_GETLINK), operation: "ip link show",
                  header: { nlh in
                      var ifi = ifinfomsg()
                      ifi.ifi_family = UInt8(AF_UNSPEC)
@@ -63,7 +63,7 @@ extension NetlinkSocket {
     /// The addresses of one interface. Equivalent to: `ip addr show dev DEV`.
     public func addresses(interfaceIndex: Int32) throws(NetlinkError) -> [AddressInfo] {
         var out: [AddressInfo] = []
-        try dump(type: Int32(RTM_GETADDR), family: UInt8(AF_UNSPEC), operation: "ip addr show",
+        try dump(type: Int32(RTM_GETADDR), operation: "ip addr show",
                  header: { nlh in
                      var ifa = ifaddrmsg()
                      ifa.ifa_family = UInt8(AF_UNSPEC)
@@ -88,7 +88,7 @@ extension NetlinkSocket {
     /// The routes of one table. Equivalent to: `ip [-6] route show table T`.
     public func routes(family: IPFamily, table: UInt32) throws(NetlinkError) -> [RouteSpec] {
         var out: [RouteSpec] = []
-        try dump(type: Int32(RTM_GETROUTE), family: family.addressFamily,
+        try dump(type: Int32(RTM_GETROUTE),
                  operation: "ip \(family == .ipv6 ? "-6" : "-4") route show table \(table)",
                  header: { nlh in
                      var rtm = rtmsg()
@@ -123,7 +123,7 @@ extension NetlinkSocket {
     /// Every rule of one family. Equivalent to: `ip [-6] rule show`.
     public func rules(family: IPFamily) throws(NetlinkError) -> [RuleInfo] {
         var out: [RuleInfo] = []
-        try dump(type: Int32(RTM_GETRULE), family: family.addressFamily,
+        try dump(type: Int32(RTM_GETRULE),
                  operation: "ip \(family == .ipv6 ? "-6" : "-4") rule show",
                  header: { nlh in
                      var frh = fib_rule_hdr()

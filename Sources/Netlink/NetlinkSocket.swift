@@ -167,7 +167,7 @@ public final class NetlinkSocket {
     // MARK: - Dumps
 
     /// Sends one dump request and calls `body` with every message of the reply.
-    func dump(type: Int32, family: UInt8, operation: String,
+    func dump(type: Int32, operation: String,
               header: (UnsafeMutablePointer<nlmsghdr>) -> Void,
               _ body: (UnsafeMutablePointer<nlmsghdr>) -> Void) throws(NetlinkError) {
         let nlh = mnl_nlmsg_put_header(sendBuffer)!

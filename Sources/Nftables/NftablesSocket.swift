@@ -63,7 +63,7 @@ public final class NftablesSocket {
     /// its sets with their elements, its chains and their rules.
     public func replace(_ table: NftTable) throws(NftablesError) {
         let writer = TransactionWriter(buffer: buffer, capacity: bufferSize, sequence: nextSequence)
-        writer.addTable(table.name, comment: nil, create: true)
+        writer.addTable(table.name, comment: nil)
         writer.deleteTable(table.name)
         writer.add(table)
         try run(writer)

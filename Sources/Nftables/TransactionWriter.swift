@@ -45,7 +45,7 @@ final class TransactionWriter {
 
     // MARK: Tables
 
-    func addTable(_ name: String, comment: String?, create: Bool) {
+    func addTable(_ name: String, comment: String?) {
         let t = nftnl_table_alloc()!
         defer { nftnl_table_free(t) }
         nftnl_table_set_u32(t, u16(NFTNL_TABLE_FAMILY), UInt32(NFPROTO_INET))
@@ -63,7 +63,7 @@ final class TransactionWriter {
     }
 
     func add(_ table: NftTable) {
-        addTable(table.name, comment: table.comment, create: true)
+        addTable(table.name, comment: table.comment)
         for set in table.sets {
             addSet(set, table: table.name)
             addElements(set, table: table.name)

@@ -53,7 +53,7 @@ public final class RuntimeSecret {
     func scrub(_ text: String) -> String {
         let secret = bytes.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
         guard secret.count >= 4 else { return text }
-        var input = Array(text.utf8)
+        let input = Array(text.utf8)
         var output: [UInt8] = []
         output.reserveCapacity(input.count)
         var i = 0
@@ -66,7 +66,6 @@ public final class RuntimeSecret {
                 i += 1
             }
         }
-        for j in input.indices { input[j] = 0 }
         return String(decoding: output, as: UTF8.self)
     }
 
