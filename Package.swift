@@ -44,7 +44,9 @@ let package = Package(
         .target(name: "DNSConfig", dependencies: ["LinuxSystem", "TunnelgateSettings"]),
         // Packet runtimes hosted behind the callback C ABI: dlopen, packet flow, backpressure, lifecycle.
         .target(name: "Runtimes", dependencies: ["Gateway", "CTunnelgateRuntime", "LinuxSystem", "TunnelgateSettings"]),
-        .executableTarget(name: "tunnelgate", dependencies: ["Gateway", "Runtimes", "TunnelgateSettings"]),
+        // The built-in userspace WireGuard: Noise_IKpsk2 over libsodium, timers, cryptokey routing, UAPI.
+        .target(name: "WireGuard", dependencies: ["CSodium", "Runtimes", "Gateway", "LinuxSystem", "TunnelgateSettings"]),
+        .executableTarget(name: "tunnelgate", dependencies: ["Gateway", "Runtimes", "WireGuard", "TunnelgateSettings"]),
         // NEPacketTunnelProvider & co. with Apple's names; setTunnelNetworkSettings drives Gateway.up.
         .target(name: "NetworkExtension", dependencies: ["Gateway", "LinuxSystem", "TunnelgateSettings"]),
         // A host for a provider class, with the seed's PacketTunnelProvider compiled beside an instrumented one.
