@@ -110,6 +110,8 @@ public struct TunnelPlan: Sendable {
             lines.append("# runtime: \(r.library) behind the callback ABI, \(r.packetPath.rawValue) packet path")
         case .mesh(let m):
             lines.append("# runtime: MeshGuard \(m.library), mtu \(mtu) (tunnel payloads are at most \(MeshRuntimeSettings.maximumMTU) bytes; larger mtu is refused)")
+        case .wireguard(let w):
+            lines.append("# runtime: built-in WireGuard, \(w.peers.count) peer\(w.peers.count == 1 ? "" : "s")")
         }
         return lines
     }

@@ -3,7 +3,8 @@
 /// that iOS decides by itself (interface name, carrier endpoints, runtime).
 ///
 /// Values are validated: an instance only exists for a configuration that
-/// passed `TunnelSettings.parse(json:)`.
+/// passed `TunnelSettings.parse(json:)` (or `WgQuickConfig.parse`, which
+/// validates through it).
 public struct TunnelSettings: Sendable, Equatable {
     /// The TUN interface name (`tg0` by default). Also the tunnel's name for
     /// `tunnelgate down`, `status` and the state directory.
@@ -11,7 +12,8 @@ public struct TunnelSettings: Sendable, Equatable {
     /// NEPacketTunnelNetworkSettings.tunnelRemoteAddress: the server's IP
     /// address or host name. Always a carrier endpoint.
     public var tunnelRemoteAddress: String
-    /// NEPacketTunnelNetworkSettings.mtu; nil means the default (1500).
+    /// NEPacketTunnelNetworkSettings.mtu; nil means the default (1500). The
+    /// WireGuard runtime's default, 1420, is set here by the parsers.
     public var mtu: Int?
     public var ipv4Settings: IPv4Settings?
     public var ipv6Settings: IPv6Settings?
@@ -21,7 +23,9 @@ public struct TunnelSettings: Sendable, Equatable {
     /// NEVPNProtocol.excludeLocalNetworks.
     public var excludeLocalNetworks: Bool
     /// The tunnel's control and data servers, kept off the tunnel. Includes
-    /// `tunnelRemoteAddress` whether or not the file lists it.
+    /// `tunnelRemoteAddress` whether or not the file lists it (except a wg-quick
+    /// file's placeholder when no peer has an endpoint), and every WireGuard
+    /// peer's endpoint.
     public var carrierEndpoints: [CarrierEndpoint]
     public var runtime: RuntimeSettings
     /// Gateway mode: other hosts or namespaces routed through this one use the tunnel.
@@ -189,6 +193,8 @@ public enum RuntimeSettings: Sendable, Equatable {
     case callback(CallbackRuntimeSettings)
     /// A MeshGuard mesh (libmeshguard-ffi.so) whose data tunnels carry the packets.
     case mesh(MeshRuntimeSettings)
+    /// The built-in userspace WireGuard (a wg-quick file, or `{"kind": "wireguard", …}`).
+    case wireguard(WireGuardSettings)
 }
 
 /// Where a callback runtime's packets flow.

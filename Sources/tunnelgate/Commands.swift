@@ -167,6 +167,7 @@ extension CommandLine {
         case .none: return nil
         case .callback(let settings): return try CallbackRuntimeHost(settings)
         case .mesh(let s): return try MeshRuntimeHost(s)
+        case .wireguard: throw RuntimeError("the wireguard runtime is not built in yet")
         }
     }
 
