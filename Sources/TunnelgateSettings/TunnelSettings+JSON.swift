@@ -8,18 +8,20 @@ extension TunnelSettings {
     static let ipv4RouteKeys = ["destinationAddress", "subnetMask", "gatewayAddress"]
     static let ipv6RouteKeys = ["destinationAddress", "networkPrefixLength", "gatewayAddress"]
     static let dnsKeys = ["servers", "searchDomains", "matchDomains", "matchDomainsNoSearch", "domainName"]
-    static let runtimeKinds = ["none", "callback", "mesh"]
+    static let runtimeKinds = ["none", "callback", "mesh", "wireguard"]
 
     /// Parses and validates a JSON configuration. Host names are checked for
-    /// syntax only; `resolveCarrierEndpoints` checks that they resolve.
-    public static func parse(json bytes: [UInt8]) throws(ConfigurationError) -> TunnelSettings {
+    /// syntax only; `resolveCarrierEndpoints` checks that they resolve. Key
+    /// files (`runtime.privateKeyFile`) are read through `secretFiles`.
+    public static func parse(json bytes: [UInt8],
+                             secretFiles: some SecretFileReader = NoSecretFiles()) throws(ConfigurationError) -> TunnelSettings {
         let root: JSONValue
         do {
             root = try JSONParser.parse(bytes)
         } catch {
             throw ConfigurationError([ConfigProblem(path: "", reason: "not valid JSON: \(error)")])
         }
-        var reader = SettingsReader()
+        var reader = SettingsReader(secretFiles: secretFiles)
         let settings = reader.read(root)
         guard reader.problems.isEmpty, let settings else { throw ConfigurationError(reader.problems) }
         return settings
@@ -29,6 +31,7 @@ extension TunnelSettings {
 /// Walks the JSON tree once, collecting every problem with its key path.
 struct SettingsReader {
     var problems: [ConfigProblem] = []
+    var secretFiles: any SecretFileReader = NoSecretFiles()
 
     mutating func problem(_ path: String, _ reason: String) {
         problems.append(ConfigProblem(path: path, reason: reason))
@@ -104,7 +107,7 @@ struct SettingsReader {
             }
         }
 
-        let mtu = integer(top["mtu"])
+        var mtu = integer(top["mtu"])
         if let mtu, !TunnelSettings.mtuRange.contains(mtu) {
             problem("mtu", "\(mtu) is outside \(TunnelSettings.mtuRange.lowerBound)–\(TunnelSettings.mtuRange.upperBound)")
         }
@@ -140,6 +143,14 @@ struct SettingsReader {
             if case .mesh? = runtime { checkMeshMTU(mtu) }
         } else {
             runtime = RuntimeSettings.none
+        }
+        if case .wireguard(let wg)? = runtime {
+            if mtu == nil { mtu = WireGuardSettings.defaultMTU }
+            // The peers' endpoints are carriers: kept off the tunnel, let through the kill switch.
+            for (i, peer) in wg.peers.enumerated() {
+                guard let endpoint = peer.endpoint?.carrier(keyPath: "runtime.peers[\(i)].endpoint") else { continue }
+                if !carriers.contains(where: { $0.host == endpoint.host }) { carriers.append(endpoint) }
+            }
         }
 
         let forwarding = top["forwarding"].flatMap { readForwarding($0) }
@@ -390,6 +401,7 @@ struct SettingsReader {
         case "callback":
             return readCallbackRuntime(entry).map { .callback($0) }
         case "mesh": return readMeshRuntime(entry).map { .mesh($0) }
+        case "wireguard": return readWireGuardRuntime(entry).map { .wireguard($0) }
         default:
             problem("\(path).kind", "unknown runtime kind \(quoted(kind)) (supported: \(TunnelSettings.runtimeKinds.joined(separator: ", ")))")
             return nil

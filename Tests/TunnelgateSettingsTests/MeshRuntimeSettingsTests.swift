@@ -136,7 +136,7 @@ final class MeshRuntimeSettingsTests: XCTestCase {
     }
 
     func testUnknownKindListsMesh() {
-        let p = problems(#"{"tunnelRemoteAddress": "10.0.0.1", "runtime": {"kind": "wireguard"}}"#)
-        XCTAssertEqual(p, ["runtime.kind: unknown runtime kind 'wireguard' (supported: none, callback, mesh)"])
+        let p = problems(#"{"tunnelRemoteAddress": "10.0.0.1", "runtime": {"kind": "openvpn"}}"#)
+        XCTAssertEqual(p, ["runtime.kind: unknown runtime kind 'openvpn' (supported: none, callback, mesh, wireguard)"])
     }
 }

@@ -122,14 +122,14 @@ final class SettingsValidationTests: XCTestCase {
         XCTAssertEqual(problems("""
         {"tunnelRemoteAddress": 7, "includeAllNetworks": "yes",
          "dnsSettings": {"servers": [], "matchDomains": ["", "-bad.example"], "domainName": "a..b"},
-         "runtime": {"kind": "wireguard"}}
+         "runtime": {"kind": "openvpn"}}
         """), [
             "tunnelRemoteAddress: expected a string, found a number",
             "dnsSettings.servers: empty (NEDNSSettings needs at least one server)",
             "dnsSettings.matchDomains[1]: '-bad.example' is not a domain ('-bad' begins or ends with '-')",
             "dnsSettings.domainName: 'a..b' is not a domain (empty label)",
             "includeAllNetworks: expected true or false, found a string",
-            "runtime.kind: unknown runtime kind 'wireguard' (supported: none, callback, mesh)",
+            "runtime.kind: unknown runtime kind 'openvpn' (supported: none, callback, mesh, wireguard)",
         ])
         XCTAssertEqual(problems("[]"), ["(top level): expected an object, found an array"])
         XCTAssertEqual(problems("{"), ["not valid JSON: line 1, column 2: expected a key in quotes"])

@@ -1,0 +1,96 @@
+/// `{"kind": "wireguard", …}`: the JSON form of the WireGuard runtime.
+/// Keys live in owner-only files, never in the configuration itself.
+extension SettingsReader {
+    static let wireguardKeys = ["kind", "privateKeyFile", "listenPort", "fwMark", "peers"]
+    static let wireguardPeerKeys = ["publicKey", "presharedKeyFile", "endpoint", "allowedIPs", "persistentKeepalive"]
+
+    mutating func readWireGuardRuntime(_ entry: (JSONValue, String)) -> WireGuardSettings? {
+        let path = entry.1
+        guard let m = members(entry.0, path, allowed: Self.wireguardKeys) else { return nil }
+        if m["privateKeyFile"] == nil {
+            problem("\(path).privateKeyFile", "missing (an owner-only file holding the base64 private key, as `wg genkey` writes it)")
+        }
+        let privateKey = secretKeyFile(m["privateKeyFile"], what: "private key", writer: "wg genkey")
+        var listenPort: UInt16?
+        if let n = integer(m["listenPort"]) {
+            if let port = UInt16(exactly: n) { listenPort = port == 0 ? nil : port }
+            else { problem("\(path).listenPort", "\(n) is outside 0–65535 (0: any port)") }
+        }
+        var fwMark: UInt32?
+        if let n = integer(m["fwMark"]) {
+            if let mark = UInt32(exactly: n) { fwMark = mark == 0 ? nil : mark }
+            else { problem("\(path).fwMark", "\(n) is outside 0–4294967295 (0: the tunnel's own mark)") }
+        }
+        var peers: [WireGuardSettings.Peer] = []
+        var publicKeys: [[UInt8]: String] = [:]
+        var allowedBy: [IPPrefix: String] = [:]
+        for (value, p) in array(m["peers"]) ?? [] {
+            guard let pm = members(value, p, allowed: Self.wireguardPeerKeys) else { continue }
+            var publicKey: [UInt8]?
+            if let text = string(pm["publicKey"]) {
+                // Not quoted back: a private key pasted here by mistake must not reach a terminal or log.
+                if let key = Base64Key.decode(text) {
+                    if let first = publicKeys[key] { problem("\(p).publicKey", "the same peer as \(first)") }
+                    else { publicKeys[key] = p; publicKey = key }
+                } else {
+                    problem("\(p).publicKey", Base64Key.problem)
+                }
+            } else if pm["publicKey"] == nil {
+                problem("\(p).publicKey", "missing (the peer's base64 public key)")
+            }
+            let presharedKey = secretKeyFile(pm["presharedKeyFile"], what: "preshared key", writer: "wg genpsk")
+            var endpoint: WireGuardSettings.Endpoint?
+            if let text = string(pm["endpoint"]) {
+                switch WireGuardSettings.Endpoint.parse(text) {
+                case .success(let e): endpoint = e
+                case .failure(let reason): problem("\(p).endpoint", reason.message)
+                }
+            }
+            var allowed: [IPPrefix] = []
+            for (pv, pp) in array(pm["allowedIPs"]) ?? [] {
+                guard let text = string((pv, pp)) else { continue }
+                guard let prefix = IPPrefix(text) else {
+                    problem(pp, "\(quoted(text)) is not an address prefix (ADDRESS/LENGTH)")
+                    continue
+                }
+                guard prefix.isCanonical else { problem(pp, "\(text) has host bits set (the network is \(prefix.network))"); continue }
+                if allowed.contains(prefix) { continue }
+                if let other = allowedBy[prefix] { problem(pp, "\(prefix) is also allowed for \(other)"); continue }
+                allowedBy[prefix] = p
+                allowed.append(prefix)
+            }
+            var keepalive: UInt16?
+            if let n = integer(pm["persistentKeepalive"]) {
+                if let seconds = UInt16(exactly: n) { keepalive = seconds == 0 ? nil : seconds }
+                else { problem("\(p).persistentKeepalive", "\(n) is outside 0–65535 seconds (0: off)") }
+            }
+            if let publicKey {
+                peers.append(WireGuardSettings.Peer(publicKey: publicKey, presharedKey: presharedKey, endpoint: endpoint,
+                                                    allowedIPs: allowed, persistentKeepalive: keepalive))
+            }
+        }
+        guard let privateKey else { return nil }
+        return WireGuardSettings(privateKey: privateKey, listenPort: listenPort, fwMark: fwMark, peers: peers)
+    }
+
+    /// The key in the owner-only file named at `entry`, read through `secretFiles`.
+    mutating func secretKeyFile(_ entry: (JSONValue, String)?, what: String, writer: String) -> SecretKey? {
+        guard let entry, let path = string(entry) else { return nil }
+        guard path.hasPrefix("/") else { problem(entry.1, "\(quoted(path)) is not an absolute path"); return nil }
+        switch secretFiles.readSecretFile(path) {
+        case .failure(let failure):
+            problem(entry.1, failure.reason)
+            return nil
+        case .success(let bytes):
+            // A key file holds the base64 text `wg genkey` / `wg genpsk` print, with its newline.
+            var text = bytes[...]
+            while let c = text.last, c == 0x0a || c == 0x0d || c == 0x20 || c == 0x09 { text.removeLast() }
+            while let c = text.first, c == 0x20 || c == 0x09 { text.removeFirst() }
+            guard let key = SecretKey(base64: String(decoding: text, as: UTF8.self)) else {
+                problem(entry.1, "\(path) does not hold a base64 32-byte \(what) (as `\(writer)` writes it)")
+                return nil
+            }
+            return key
+        }
+    }
+}
