@@ -180,7 +180,9 @@ struct SettingsReader {
             if addresses.contains(a) { problem(p, "\(text) is listed twice") }
             addresses.append(a)
         }
-        if let addressEntries, addressEntries.isEmpty { problem("\(path).addresses", "empty (NEIPv4Settings needs at least one address)") }
+        if let addressEntries, addressEntries.isEmpty, !hasIncludedRoutes(m) {
+            problem("\(path).addresses", "empty (NEIPv4Settings needs at least one address, or includedRoutes to route IPv4 without one)")
+        }
 
         var masks: [IPv4Address] = []
         let maskEntries = array(m["subnetMasks"])
@@ -217,7 +219,9 @@ struct SettingsReader {
             if addresses.contains(a) { problem(p, "\(text) is listed twice") }
             addresses.append(a)
         }
-        if let addressEntries, addressEntries.isEmpty { problem("\(path).addresses", "empty (NEIPv6Settings needs at least one address)") }
+        if let addressEntries, addressEntries.isEmpty, !hasIncludedRoutes(m) {
+            problem("\(path).addresses", "empty (NEIPv6Settings needs at least one address, or includedRoutes to route IPv6 without one)")
+        }
 
         var lengths: [Int] = []
         let lengthEntries = array(m["networkPrefixLengths"])
@@ -233,6 +237,13 @@ struct SettingsReader {
         let included = readRoutes(m["includedRoutes"], family: .ipv6)
         let excluded = readRoutes(m["excludedRoutes"], family: .ipv6)
         return IPv6Settings(addresses: addresses, networkPrefixLengths: lengths, includedRoutes: included, excludedRoutes: excluded)
+    }
+
+    /// True when `includedRoutes` is a non-empty array: the family is routed
+    /// even without an address of its own (as iOS allows: NEIPv6Settings(addresses: [])).
+    func hasIncludedRoutes(_ m: [String: (JSONValue, String)]) -> Bool {
+        if case .array(let routes)? = m["includedRoutes"]?.0 { return !routes.isEmpty }
+        return false
     }
 
     mutating func readRoutes(_ entry: (JSONValue, String)?, family: IPFamily) -> [Route] {

@@ -1,0 +1,469 @@
+/// The wg-quick(8) configuration format (`/etc/wireguard/wg0.conf`), mapped
+/// onto `TunnelSettings` the way the iOS WireGuard app maps a tunnel onto
+/// NEPacketTunnelNetworkSettings, with the `wireguard` runtime.
+///
+/// The network part is validated by the JSON format's reader (the same
+/// checks, one code path); every problem names the file, line and key:
+/// `wg0.conf:7: [Peer] AllowedIPs: 10.0.0.0/33 is not a valid prefix`.
+/// Key material is never quoted back in a problem.
+public enum WgQuickConfig {
+    /// Parses a wg-quick file. `name` is the file's name or path as the user
+    /// gave it: problems start with it, and its last component without
+    /// `.conf` is the tunnel's (interface) name.
+    public static func parse(_ text: String, name: String) throws(ConfigurationError) -> TunnelSettings {
+        var parser = WgQuickParser(file: name)
+        let settings = parser.parse(text)
+        guard parser.problems.isEmpty, let settings else { throw ConfigurationError(parser.problemsInFileOrder) }
+        return settings
+    }
+
+    /// True when the first line that is not blank or a comment is `[Interface]`.
+    public static func looksLikeWgQuick(_ bytes: [UInt8]) -> Bool {
+        for raw in String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isNewline) {
+            let line = WgQuickParser.trimmed(WgQuickParser.uncommented(raw))
+            if line.isEmpty { continue }
+            return line.filter { !$0.isWhitespace }.lowercased() == "[interface]"
+        }
+        return false
+    }
+
+    /// The tunnel name a file gives: its last path component without `.conf`.
+    public static func tunnelName(fileName: String) -> String {
+        let base = fileName.split(separator: "/", omittingEmptySubsequences: true).last.map(String.init) ?? fileName
+        return base.hasSuffix(".conf") ? String(base.dropLast(5)) : base
+    }
+
+    static let interfaceKeys = ["PrivateKey", "ListenPort", "FwMark", "Address", "DNS", "MTU", "Table", "SaveConfig",
+                                "PreUp", "PostUp", "PreDown", "PostDown"]
+    static let peerKeys = ["PublicKey", "PresharedKey", "Endpoint", "AllowedIPs", "PersistentKeepalive"]
+    static let repeatableKeys: Set = ["Address", "DNS", "AllowedIPs"]
+    static let hookKeys: Set = ["PreUp", "PostUp", "PreDown", "PostDown"]
+}
+
+/// One pass over the lines into sections, then one over the sections into
+/// settings; problems are collected with the line they belong to.
+struct WgQuickParser {
+    enum Section: String { case interface = "Interface", peer = "Peer" }
+
+    struct Entry {
+        var key: String
+        var value: String
+        var line: Int
+    }
+
+    struct Block {
+        /// nil: an unknown or repeated section, reported once; its keys are skipped.
+        var section: Section?
+        var line: Int
+        var entries: [Entry] = []
+        func first(_ key: String) -> Entry? { entries.first { $0.key == key } }
+        func all(_ key: String) -> [Entry] { entries.filter { $0.key == key } }
+    }
+
+    /// Why a value is refused.
+    struct Reason: Error {
+        var text: String
+        init(_ text: String) { self.text = text }
+    }
+
+    /// Where a value of the generated JSON came from, for the reader's problems.
+    struct Origin {
+        var line: Int
+        var label: String
+    }
+
+    let file: String
+    private(set) var problems: [(line: Int, problem: ConfigProblem)] = []
+
+    init(file: String) { self.file = file }
+
+    var problemsInFileOrder: [ConfigProblem] {
+        problems.enumerated().sorted { ($0.element.line, $0.offset) < ($1.element.line, $1.offset) }.map(\.element.problem)
+    }
+
+    mutating func problem(_ line: Int, _ path: String, _ reason: String) {
+        problems.append((line, ConfigProblem(path: path, reason: reason)))
+    }
+
+    func label(_ line: Int, _ section: Section, _ key: String) -> String { "\(file):\(line): [\(section.rawValue)] \(key)" }
+    func label(_ entry: Entry, _ section: Section) -> String { label(entry.line, section, entry.key) }
+
+    static func uncommented(_ line: Substring) -> Substring {
+        line.firstIndex(of: "#").map { line[..<$0] } ?? line
+    }
+
+    static func trimmed(_ s: Substring) -> Substring {
+        var s = s
+        while let c = s.first, c.isWhitespace || c == "\u{FEFF}" { s.removeFirst() }
+        while let c = s.last, c.isWhitespace { s.removeLast() }
+        return s
+    }
+
+    /// wg(8) removes all white space from the values it reads.
+    static func compact(_ s: String) -> String { s.filter { !$0.isWhitespace } }
+
+    // MARK: Lines → sections
+
+    mutating func sections(_ text: String) -> [Block] {
+        var blocks: [Block] = []
+        // "\r\n" is one Character: split on either ending.
+        for (index, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
+            let n = index + 1
+            let line = Self.trimmed(Self.uncommented(raw))
+            if line.isEmpty { continue }
+            if line.hasPrefix("[") {
+                blocks.append(header(line, n, after: blocks))
+                continue
+            }
+            guard let eq = line.firstIndex(of: "=") else {
+                problem(n, "\(file):\(n)", "expected KEY = VALUE or a [Interface] / [Peer] header")
+                continue
+            }
+            let key = String(Self.trimmed(line[..<eq]))
+            let value = String(Self.trimmed(line[line.index(after: eq)...]))
+            // Only a plausible key name is quoted back: a stray line may be key material.
+            guard !key.isEmpty, key.count <= 24, key.allSatisfy({ $0.isASCII && $0.isLetter }) else {
+                problem(n, "\(file):\(n)", "expected KEY = VALUE, with a key name such as PrivateKey or AllowedIPs")
+                continue
+            }
+            let allKeys = WgQuickConfig.interfaceKeys + WgQuickConfig.peerKeys
+            guard let current = blocks.indices.last else {
+                let shown = allKeys.first { $0.lowercased() == key.lowercased() } ?? key
+                problem(n, "\(file):\(n): \(shown)", "outside a section (put it under [Interface] or [Peer])")
+                continue
+            }
+            guard let section = blocks[current].section else { continue }
+            let known = section == .interface ? WgQuickConfig.interfaceKeys : WgQuickConfig.peerKeys
+            guard let canonical = known.first(where: { $0.lowercased() == key.lowercased() }) else {
+                problem(n, label(n, section, key), unknownKey(key, in: section))
+                continue
+            }
+            if WgQuickConfig.hookKeys.contains(canonical) {
+                problem(n, label(n, section, canonical),
+                        "refused: Tunnelgate never runs shell commands from a configuration (PreUp, PostUp, PreDown, PostDown); remove it and run the command outside tunnelgate")
+                continue
+            }
+            if !WgQuickConfig.repeatableKeys.contains(canonical), let earlier = blocks[current].first(canonical) {
+                problem(n, label(n, section, canonical), "given twice (also on line \(earlier.line))")
+                continue
+            }
+            blocks[current].entries.append(Entry(key: canonical, value: value, line: n))
+        }
+        return blocks
+    }
+
+    mutating func header(_ line: Substring, _ n: Int, after blocks: [Block]) -> Block {
+        guard line.hasSuffix("]"), line.count > 2 else {
+            problem(n, "\(file):\(n)", "a section header is [Interface] or [Peer]")
+            return Block(section: nil, line: n)
+        }
+        let name = line.dropFirst().dropLast().filter { !$0.isWhitespace }
+        switch name.lowercased() {
+        case "interface":
+            if let first = blocks.first(where: { $0.section == .interface }) {
+                problem(n, "\(file):\(n): [Interface]", "a second [Interface] section (the first is on line \(first.line))")
+                return Block(section: nil, line: n)
+            }
+            return Block(section: .interface, line: n)
+        case "peer":
+            return Block(section: .peer, line: n)
+        default:
+            let near = ["Interface", "Peer"].min { editDistance($0, name) < editDistance($1, name) }!
+            let hint = editDistance(near, name) <= max(2, name.count / 4) ? "did you mean [\(near)]?" : "known: [Interface], [Peer]"
+            problem(n, "\(file):\(n): [\(name.count <= 24 ? name : "…")]", "unknown section (\(hint))")
+            return Block(section: nil, line: n)
+        }
+    }
+
+    func unknownKey(_ key: String, in section: Section) -> String {
+        let mine = section == .interface ? WgQuickConfig.interfaceKeys : WgQuickConfig.peerKeys
+        let other = section == .interface ? WgQuickConfig.peerKeys : WgQuickConfig.interfaceKeys
+        if other.contains(where: { $0.lowercased() == key.lowercased() }) {
+            return "belongs in [\(section == .interface ? "Peer" : "Interface")], not [\(section.rawValue)]"
+        }
+        if let near = mine.min(by: { editDistance($0, key) < editDistance($1, key) }),
+           editDistance(near, key) <= max(2, key.count / 4) {
+            return "unknown key (did you mean '\(near)'?)"
+        }
+        return "unknown key (known in [\(section.rawValue)]: \(mine.joined(separator: ", ")))"
+    }
+
+    // MARK: Values
+
+    /// A decimal number of at most `maximum`, or "off" (→ 0) where allowed.
+    static func number(_ text: String, maximum: Int, off: Bool = false) -> Int? {
+        if off, text.lowercased() == "off" { return 0 }
+        guard !text.isEmpty, text.count <= 10, text.allSatisfy({ $0.isASCII && $0.isNumber }),
+              let n = Int(text), n <= maximum else { return nil }
+        return n
+    }
+
+    /// `off`, decimal or 0x hexadecimal; a leading 0 (octal to wg) is refused as ambiguous.
+    static func fwMark(_ text: String) -> Result<UInt32, Reason> {
+        let t = text.lowercased()
+        if t == "off" { return .success(0) }
+        if t.hasPrefix("0x") {
+            let digits = t.dropFirst(2)
+            guard (1...8).contains(digits.count), let v = UInt32(digits, radix: 16) else {
+                return .failure(Reason("\(text) is not a 32-bit mark (decimal, 0x hexadecimal or off)"))
+            }
+            return .success(v)
+        }
+        if t.count > 1, t.hasPrefix("0"), t.allSatisfy({ $0.isNumber }) {
+            return .failure(Reason("\(text) is ambiguous (wg reads a leading 0 as octal); write it in decimal or as 0x hexadecimal"))
+        }
+        guard t.allSatisfy({ $0.isASCII && $0.isNumber }), t.count <= 10, let v = UInt32(t) else {
+            return .failure(Reason("\(text) is not a 32-bit mark (decimal, 0x hexadecimal or off)"))
+        }
+        return .success(v)
+    }
+
+    /// An address with an optional prefix length: `10.0.0.2/24`, `fd00::2` (→ /128).
+    func interfaceAddress(_ text: String) -> Result<IPPrefix, Reason> {
+        if let prefix = IPPrefix(text) { return .success(prefix) }
+        let parts = text.split(separator: "/", maxSplits: 1)
+        if parts.count == 2, let a = IPAddress(parts[0]) {
+            return .failure(Reason("\(text): prefix length must be 0–\(a.family.bitWidth)"))
+        }
+        return .failure(Reason("\(text) is not an address (ADDRESS or ADDRESS/LENGTH)"))
+    }
+
+    // MARK: Sections → settings
+
+    mutating func parse(_ text: String) -> TunnelSettings? {
+        let blocks = sections(text)
+        guard let interface = blocks.first(where: { $0.section == .interface }) else {
+            problem(0, file, "no [Interface] section (a wg-quick file has one, with the PrivateKey)")
+            return nil
+        }
+        let s = Section.interface
+
+        var privateKey: SecretKey?
+        if let e = interface.first("PrivateKey") {
+            privateKey = SecretKey(base64: Self.compact(e.value))
+            if privateKey == nil { problem(e.line, label(e, s), Base64Key.problem) }
+        } else {
+            problem(interface.line, label(interface.line, s, "PrivateKey"), "missing (the interface's base64 private key, as `wg genkey` prints it)")
+        }
+        var listenPort: UInt16?
+        if let e = interface.first("ListenPort") {
+            let text = Self.compact(e.value)
+            if let n = Self.number(text, maximum: 65535) { listenPort = n == 0 ? nil : UInt16(n) }
+            else { problem(e.line, label(e, s), "\(text) is not a port (0–65535)") }
+        }
+        var fwMark: UInt32?
+        if let e = interface.first("FwMark") {
+            switch Self.fwMark(Self.compact(e.value)) {
+            case .success(let mark): fwMark = mark == 0 ? nil : mark
+            case .failure(let reason): problem(e.line, label(e, s), reason.text)
+            }
+        }
+        var mtu: (value: Int, line: Int)?
+        if let e = interface.first("MTU") {
+            if let n = Self.number(e.value, maximum: .max) { mtu = (n, e.line) }
+            else { problem(e.line, label(e, s), "\(e.value) is not a number") }
+        }
+        var routeAllowedIPs = true
+        if let e = interface.first("Table") {
+            switch e.value.lowercased() {
+            case "auto": break
+            case "off": routeAllowedIPs = false
+            default:
+                problem(e.line, label(e, s), "refused: Tunnelgate routes each tunnel through a table of its own (7460 + slot, chosen at up); use auto (the default) or off (no routes for AllowedIPs)")
+            }
+        }
+        if let e = interface.first("SaveConfig") {
+            switch e.value.lowercased() {
+            case "false": break
+            case "true": problem(e.line, label(e, s), "refused: Tunnelgate never writes the configuration back; remove SaveConfig or set it to false")
+            default: problem(e.line, label(e, s), "\(e.value) is not true or false")
+            }
+        }
+
+        // Address and DNS are split on commas and white space, as wg-quick splits them.
+        func items(_ e: Entry) -> [String] {
+            e.value.split(whereSeparator: { $0 == "," || $0.isWhitespace }).map(String.init)
+        }
+        var addresses: [(prefix: IPPrefix, line: Int)] = []
+        for e in interface.all("Address") {
+            for item in items(e) {
+                switch interfaceAddress(item) {
+                case .success(let prefix): addresses.append((prefix, e.line))
+                case .failure(let reason): problem(e.line, label(e, s), reason.text)
+                }
+            }
+        }
+        // DNS: addresses are servers, anything else a search domain (as wg-quick does).
+        var servers: [(address: IPAddress, line: Int)] = []
+        var searchDomains: [(name: String, line: Int)] = []
+        for e in interface.all("DNS") {
+            for item in items(e) {
+                if let a = IPAddress(item) { servers.append((a, e.line)) } else { searchDomains.append((item, e.line)) }
+            }
+        }
+        if servers.isEmpty, let first = searchDomains.first {
+            problem(first.line, label(first.line, s, "DNS"), "search domains but no server address (give at least one IP address)")
+        }
+
+        // Peers.
+        var peers: [WireGuardSettings.Peer] = []
+        var peerLineOfKey: [[UInt8]: Int] = [:]
+        var peerLineOfPrefix: [IPPrefix: Int] = [:]
+        var routes: [(prefix: IPPrefix, line: Int)] = []
+        var endpoints: [(endpoint: WireGuardSettings.Endpoint, line: Int)] = []
+        let p = Section.peer
+        for block in blocks where block.section == .peer {
+            var publicKey: [UInt8]?
+            if let e = block.first("PublicKey") {
+                if let key = Base64Key.decode(Self.compact(e.value)) {
+                    if let first = peerLineOfKey[key] {
+                        problem(e.line, label(e, p), "the same peer as the [Peer] on line \(first)")
+                        continue
+                    }
+                    peerLineOfKey[key] = block.line
+                    publicKey = key
+                } else {
+                    problem(e.line, label(e, p), Base64Key.problem)
+                }
+            } else {
+                problem(block.line, label(block.line, p, "PublicKey"), "missing (the peer's base64 public key)")
+            }
+            var presharedKey: SecretKey?
+            if let e = block.first("PresharedKey") {
+                presharedKey = SecretKey(base64: Self.compact(e.value))
+                if presharedKey == nil { problem(e.line, label(e, p), Base64Key.problem) }
+            }
+            var endpoint: WireGuardSettings.Endpoint?
+            if let e = block.first("Endpoint") {
+                switch WireGuardSettings.Endpoint.parse(Self.compact(e.value)) {
+                case .success(let parsed):
+                    endpoint = parsed
+                    endpoints.append((parsed, e.line))
+                case .failure(let reason): problem(e.line, label(e, p), reason.message)
+                }
+            }
+            var allowed: [IPPrefix] = []
+            for e in block.all("AllowedIPs") {
+                for item in Self.compact(e.value).split(separator: ",") {
+                    guard let parsed = IPPrefix(item) else {
+                        problem(e.line, label(e, p), "\(item) is not a valid prefix")
+                        continue
+                    }
+                    // Host bits are cleared, as wg(8) clears them.
+                    let prefix = parsed.network
+                    if allowed.contains(prefix) { continue }
+                    if let other = peerLineOfPrefix[prefix] {
+                        problem(e.line, label(e, p), "\(prefix) is also allowed for the [Peer] on line \(other)")
+                        continue
+                    }
+                    peerLineOfPrefix[prefix] = block.line
+                    allowed.append(prefix)
+                    routes.append((prefix, e.line))
+                }
+            }
+            var keepalive: UInt16?
+            if let e = block.first("PersistentKeepalive") {
+                let text = Self.compact(e.value)
+                if let n = Self.number(text, maximum: 65535, off: true) { keepalive = n == 0 ? nil : UInt16(n) }
+                else { problem(e.line, label(e, p), "\(text) is not a number of seconds (0–65535) or off") }
+            }
+            if let publicKey {
+                peers.append(.init(publicKey: publicKey, presharedKey: presharedKey, endpoint: endpoint,
+                                   allowedIPs: allowed, persistentKeepalive: keepalive))
+            }
+        }
+
+        // The network settings, as the JSON they stand for, validated by the JSON format's reader.
+        var origins: [String: Origin] = [:]
+        var top: [(key: String, value: JSONValue)] = []
+        func number(_ n: Int) -> JSONValue { .number(Double(n), literal: String(n)) }
+
+        let tunnelName = WgQuickConfig.tunnelName(fileName: file)
+        top.append(("name", .string(tunnelName)))
+        origins["name"] = Origin(line: 0, label: "\(file): tunnel name (from the file name)")
+        // Like the iOS app: the first endpoint, or a placeholder when no peer has one.
+        let remote = endpoints.first.map { CarrierEndpoint(host: $0.endpoint.host).hostText } ?? Self.noRemote
+        top.append(("tunnelRemoteAddress", .string(remote)))
+        if let first = endpoints.first { origins["tunnelRemoteAddress"] = Origin(line: first.line, label: label(first.line, p, "Endpoint")) }
+        top.append(("mtu", number(mtu?.value ?? WireGuardSettings.defaultMTU)))
+        origins["mtu"] = mtu.map { Origin(line: $0.line, label: label($0.line, s, "MTU")) }
+            ?? Origin(line: 0, label: "\(file): MTU (default \(WireGuardSettings.defaultMTU))")
+
+        for family in IPFamily.allCases {
+            let mine = addresses.filter { $0.prefix.family == family }
+            let included = routeAllowedIPs ? routes.filter { $0.prefix.family == family } : []
+            if mine.isEmpty && included.isEmpty { continue }
+            let key = family == .ipv4 ? "ipv4Settings" : "ipv6Settings"
+            let lengthsKey = family == .ipv4 ? "subnetMasks" : "networkPrefixLengths"
+            var addressValues: [JSONValue] = [], lengthValues: [JSONValue] = [], routeValues: [JSONValue] = []
+            for (i, a) in mine.enumerated() {
+                addressValues.append(.string(a.prefix.address.description))
+                lengthValues.append(family == .ipv4 ? .string(IPv4Address(maskLength: a.prefix.length).description) : number(a.prefix.length))
+                origins["\(key).addresses[\(i)]"] = Origin(line: a.line, label: label(a.line, s, "Address"))
+                origins["\(key).\(lengthsKey)[\(i)]"] = origins["\(key).addresses[\(i)]"]
+            }
+            for (i, r) in included.enumerated() {
+                routeValues.append(.string(r.prefix.description))
+                origins["\(key).includedRoutes[\(i)]"] = Origin(line: r.line, label: label(r.line, p, "AllowedIPs"))
+            }
+            origins[key] = origins["\(key).addresses[0]"] ?? origins["\(key).includedRoutes[0]"]
+            var members: [(key: String, value: JSONValue)] = [("addresses", .array(addressValues)), (lengthsKey, .array(lengthValues))]
+            if !routeValues.isEmpty { members.append(("includedRoutes", .array(routeValues))) }
+            top.append((key, .object(members)))
+        }
+
+        if let firstServer = servers.first {
+            origins["dnsSettings"] = Origin(line: firstServer.line, label: label(firstServer.line, s, "DNS"))
+            for (i, server) in servers.enumerated() {
+                origins["dnsSettings.servers[\(i)]"] = Origin(line: server.line, label: label(server.line, s, "DNS"))
+            }
+            for (i, domain) in searchDomains.enumerated() {
+                origins["dnsSettings.searchDomains[\(i)]"] = Origin(line: domain.line, label: label(domain.line, s, "DNS"))
+            }
+            // matchDomains [""]: the tunnel's servers are the default resolver, as the iOS app sets them.
+            top.append(("dnsSettings", .object([("servers", .array(servers.map { .string($0.address.description) })),
+                                                ("searchDomains", .array(searchDomains.map { .string($0.name) })),
+                                                ("matchDomains", .array([.string("")]))])))
+        }
+
+        // Every endpoint is a carrier: kept off the tunnel, resolved as carriers are.
+        var carrierValues: [JSONValue] = []
+        var carrierHosts: [CarrierEndpoint.Host] = []
+        for e in endpoints where !carrierHosts.contains(e.endpoint.host) {
+            origins["carrierEndpoints[\(carrierValues.count)]"] = Origin(line: e.line, label: label(e.line, p, "Endpoint"))
+            carrierHosts.append(e.endpoint.host)
+            carrierValues.append(.string(e.endpoint.description))
+        }
+        if !carrierValues.isEmpty { top.append(("carrierEndpoints", .array(carrierValues))) }
+
+        var reader = SettingsReader()
+        let network = reader.read(.object(top))
+        for found in reader.problems {
+            let origin = self.origin(of: found.path, in: origins)
+            problem(origin.line, origin.label, found.reason)
+        }
+
+        guard problems.isEmpty, var settings = network, let privateKey else { return nil }
+        settings.runtime = .wireguard(WireGuardSettings(privateKey: privateKey, listenPort: listenPort, fwMark: fwMark, peers: peers))
+        for i in settings.carrierEndpoints.indices {
+            if let origin = origins[settings.carrierEndpoints[i].keyPath] { settings.carrierEndpoints[i].keyPath = origin.label }
+        }
+        if endpoints.isEmpty { settings.carrierEndpoints.removeAll { $0.keyPath == "tunnelRemoteAddress" } }
+        return settings
+    }
+
+    /// `tunnelRemoteAddress` when no peer has an endpoint (the iOS app's
+    /// placeholder); not kept as a carrier.
+    static let noRemote = "0.0.0.0"
+
+    /// The origin of a JSON key path, or of the nearest enclosing one.
+    func origin(of path: String, in origins: [String: Origin]) -> Origin {
+        var p = Substring(path)
+        while !p.isEmpty {
+            if let o = origins[String(p)] { return o }
+            guard let cut = p.lastIndex(where: { $0 == "." || $0 == "[" }) else { break }
+            p = p[..<cut]
+        }
+        return Origin(line: 0, label: "\(file): \(path)")
+    }
+}
