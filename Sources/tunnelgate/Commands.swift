@@ -20,19 +20,36 @@ struct Failure: Error, CustomStringConvertible {
     init(_ d: String) { description = d }
 }
 
+/// Reads CONFIG for validate, plan and up: a wg-quick file when its name ends
+/// in `.conf` or its first line that is not blank or a comment is
+/// `[Interface]`, JSON otherwise. Files holding keys must be owner-only.
 func loadSettings(_ path: String) throws -> TunnelSettings {
-    let bytes: [UInt8]
+    let file: FileContents
     do {
-        guard let b = try FileSystem.read(path) else { throw Failure("cannot read \(path): no such file") }
-        bytes = b
+        guard let f = try FileContents.read(path) else { throw Failure("cannot read \(path): no such file") }
+        file = f
     } catch let e as SystemCallError {
         throw Failure("cannot read \(path): \(e.errno)")
     }
+    guard path.hasSuffix(".conf") || WgQuickConfig.looksLikeWgQuick(file.bytes) else {
+        do {
+            return try TunnelSettings.parse(json: file.bytes, secretFiles: OwnerOnlySecretFiles())
+        } catch {
+            throw InvalidConfiguration(path: path, error: error)
+        }
+    }
+    guard let text = String(validating: file.bytes, as: UTF8.self) else {
+        throw InvalidConfiguration(path: path, error: ConfigurationError([ConfigProblem(path: path, reason: "not UTF-8 text")]))
+    }
+    let settings: TunnelSettings
     do {
-        return try TunnelSettings.parse(json: bytes)
+        settings = try WgQuickConfig.parse(text, name: path)
     } catch {
         throw InvalidConfiguration(path: path, error: error)
     }
+    // A valid wg-quick file holds the interface's PrivateKey itself.
+    if let problem = ownerOnlyProblem(path, file.status, holding: "a private key") { throw Failure(problem) }
+    return settings
 }
 
 /// Parses, validates and resolves: everything short of touching the kernel.
