@@ -21,3 +21,9 @@ public enum WireGuardProtocol {
     /// How long a cookie received in a cookie reply is used for MAC2, and how often the cookie secret changes.
     public static let cookieRefreshTime = 120.0
 }
+
+extension WireGuardProtocol {
+    /// The TAI64 label of the Unix epoch as WireGuard implementations write it: 2^62, plus the 10 s
+    /// TAI-UTC offset of 1970 that libtai and the reference implementations add.
+    public static let tai64nBase: UInt64 = (1 << 62) + 10
+}
