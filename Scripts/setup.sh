@@ -8,7 +8,7 @@ packages=(
   pkg-config      # finds libmnl/libnftnl for the system-library targets
   libmnl-dev      # netlink (rtnetlink) over libmnl
   libnftnl-dev    # nftables objects over libnftnl
-  libsodium-dev   # the example runtime's AEAD (XChaCha20-Poly1305)
+  libsodium-dev   # X25519 and ChaCha20-Poly1305 for the built-in WireGuard; the example runtime's AEAD
   iproute2        # ip(8): tests and the demo observe kernel state with it
   nftables        # nft(8): tests observe the ruleset with it
   iputils-ping    # real traffic in end-to-end tests
@@ -16,6 +16,9 @@ packages=(
   jq              # tests read configs and status --json with it
   dnsmasq-base    # real DNS servers: the LAN's and the tunnel's resolvers in tests
   iperf3          # real TCP and UDP transfers through tunnels (tests and benchmarks)
+  wireguard-go    # the real WireGuard peer the built-in runtime is tested and measured against
+  wireguard-tools # wg(8): configures wireguard-go, and reads Tunnelgate's WireGuard API socket
+  python3         # the WireGuard scenario's hostile-traffic sender (garbage, replay, flood)
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -13,6 +13,13 @@ public struct RuntimeState: Sendable, Equatable {
     /// The whole JSON, secrets scrubbed.
     public var json: String
 
+    public init(phase: Phase, interface: String? = nil, error: String? = nil, json: String) {
+        self.phase = phase
+        self.interface = interface
+        self.error = error
+        self.json = json
+    }
+
     /// The NEVPNStatus this runtime state means for the tunnel.
     public var tunnelStatus: TunnelStatus {
         switch phase {

@@ -13,6 +13,9 @@ public protocol HostedRuntime: AnyObject {
     /// How long `up` waits for the runtime to become ready.
     var startTimeout: Double { get }
 
+    /// Tells the runtime the plan it runs under (interface name, the slot's
+    /// fwmark) before start. Runtimes that need neither ignore it.
+    func attach(to plan: TunnelPlan)
     /// Starts the runtime on the tunnel's TUN (after the kernel state is applied).
     func start(tun: FileDescriptor, mtu: Int) throws(RuntimeError)
     /// The runtime's state, polled by the loop.
@@ -37,6 +40,8 @@ public enum PacketDelivery: Sendable {
 }
 
 extension HostedRuntime {
+    public func attach(to plan: TunnelPlan) {}
+
     /// Polls status until the runtime reports an interface (ready for
     /// packets), fails, or `timeout` passes.
     public func waitUntilReady(timeout: Double, interrupted: () -> Bool) throws(RuntimeError) -> RuntimeState {

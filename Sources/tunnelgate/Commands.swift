@@ -5,6 +5,7 @@ import Runtimes
 import Glibc
 import LinuxSystem
 import TunnelgateSettings
+import WireGuard
 
 /// A configuration file that failed to parse or validate.
 struct InvalidConfiguration: Error, CustomStringConvertible {
@@ -123,6 +124,7 @@ extension CommandLine {
         var runtimeState: RuntimeState?
         if let host {
             do {
+                host.attach(to: tunnel.plan)
                 try host.start(tun: tunnel.tun.descriptor, mtu: tunnel.plan.mtu)
                 runtimeState = try host.waitUntilReady(timeout: host.startTimeout) { false }
                 tunnel.publish(status: .connected, runtimeStatus: runtimeState?.json)
@@ -184,7 +186,7 @@ extension CommandLine {
         case .none: return nil
         case .callback(let settings): return try CallbackRuntimeHost(settings)
         case .mesh(let s): return try MeshRuntimeHost(s)
-        case .wireguard: throw RuntimeError("the wireguard runtime is not built in yet")
+        case .wireguard(let s): return try WireGuardRuntime(s, log: { printError("tunnelgate: \($0)") })
         }
     }
 

@@ -1,0 +1,71 @@
+import TunnelgateSettings
+
+/// What the device runs with: the interface's key and port, and its peers.
+/// Built from `WireGuardSettings` (wg-quick or JSON); changed later by `wg set`.
+public struct DeviceConfiguration: Sendable {
+    public struct PeerConfiguration: Sendable {
+        public var publicKey: WireGuardKey
+        public var presharedKey: [UInt8]?
+        public var endpoint: Endpoint?
+        public var allowedIPs: [IPPrefix]
+        /// Seconds; 0 is off.
+        public var persistentKeepalive: UInt16
+
+        public init(publicKey: WireGuardKey, presharedKey: [UInt8]?, endpoint: Endpoint?, allowedIPs: [IPPrefix], persistentKeepalive: UInt16) {
+            self.publicKey = publicKey
+            self.presharedKey = presharedKey
+            self.endpoint = endpoint
+            self.allowedIPs = allowedIPs
+            self.persistentKeepalive = persistentKeepalive
+        }
+    }
+
+    public var privateKey: PrivateKey
+    /// 0 picks a free port.
+    public var listenPort: UInt16
+    /// 0 is no mark.
+    public var fwmark: UInt32
+    public var peers: [PeerConfiguration]
+
+    public init(privateKey: PrivateKey, listenPort: UInt16, fwmark: UInt32, peers: [PeerConfiguration]) {
+        self.privateKey = privateKey
+        self.listenPort = listenPort
+        self.fwmark = fwmark
+        self.peers = peers
+    }
+}
+
+/// What the device counts: everything dropped has a reason.
+public struct DeviceCounters: Sendable, Equatable {
+    public var packetsSent: UInt64 = 0, bytesSent: UInt64 = 0
+    public var packetsReceived: UInt64 = 0, bytesReceived: UInt64 = 0
+    public var keepalivesSent: UInt64 = 0, keepalivesReceived: UInt64 = 0
+    public var initiationsSent: UInt64 = 0, responsesSent: UInt64 = 0
+    public var handshakesCompleted: UInt64 = 0
+    public var cookieRepliesSent: UInt64 = 0, cookieRepliesReceived: UInt64 = 0
+    public var dropsNoPeer: UInt64 = 0, dropsNoEndpoint: UInt64 = 0, dropsStagedOverflow: UInt64 = 0
+    public var dropsMalformedDatagram: UInt64 = 0, dropsMAC: UInt64 = 0, dropsHandshake: UInt64 = 0
+    public var dropsUnknownPeer: UInt64 = 0, dropsReplayedInitiation: UInt64 = 0, dropsInitiationRate: UInt64 = 0
+    public var dropsUnknownIndex: UInt64 = 0, dropsExpiredSession: UInt64 = 0
+    public var dropsAuthentication: UInt64 = 0, dropsReplay: UInt64 = 0
+    public var dropsMalformedPacket: UInt64 = 0, dropsSpoofedSource: UInt64 = 0
+    public var sendErrors: UInt64 = 0, tunWriteErrors: UInt64 = 0
+
+    /// `"name":value` pairs, for the status JSON.
+    var json: String {
+        let fields: [(String, UInt64)] = [
+            ("packetsSent", packetsSent), ("bytesSent", bytesSent), ("packetsReceived", packetsReceived),
+            ("bytesReceived", bytesReceived), ("keepalivesSent", keepalivesSent), ("keepalivesReceived", keepalivesReceived),
+            ("initiationsSent", initiationsSent), ("responsesSent", responsesSent), ("handshakesCompleted", handshakesCompleted),
+            ("cookieRepliesSent", cookieRepliesSent), ("cookieRepliesReceived", cookieRepliesReceived),
+            ("dropsNoPeer", dropsNoPeer), ("dropsNoEndpoint", dropsNoEndpoint), ("dropsStagedOverflow", dropsStagedOverflow),
+            ("dropsMalformedDatagram", dropsMalformedDatagram), ("dropsMAC", dropsMAC), ("dropsHandshake", dropsHandshake),
+            ("dropsUnknownPeer", dropsUnknownPeer), ("dropsReplayedInitiation", dropsReplayedInitiation),
+            ("dropsInitiationRate", dropsInitiationRate), ("dropsUnknownIndex", dropsUnknownIndex),
+            ("dropsExpiredSession", dropsExpiredSession), ("dropsAuthentication", dropsAuthentication),
+            ("dropsReplay", dropsReplay), ("dropsMalformedPacket", dropsMalformedPacket),
+            ("dropsSpoofedSource", dropsSpoofedSource), ("sendErrors", sendErrors), ("tunWriteErrors", tunWriteErrors),
+        ]
+        return fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",")
+    }
+}

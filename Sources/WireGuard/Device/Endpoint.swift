@@ -1,0 +1,100 @@
+import Glibc
+import TunnelgateSettings
+
+/// A UDP peer address held inline (no allocation per packet): where a
+/// peer's datagrams come from and where ours go. Roaming replaces it with
+/// the source of the latest authenticated packet.
+public struct Endpoint: Hashable, Sendable, CustomStringConvertible {
+    public var address: IPAddress
+    public var port: UInt16
+
+    public init(address: IPAddress, port: UInt16) {
+        self.address = address
+        self.port = port
+    }
+
+    /// `1.2.3.4:51820` or `[2001:db8::1]:51820`, as wg(8) prints and parses endpoints.
+    public var description: String {
+        switch address {
+        case .v4: "\(address):\(port)"
+        case .v6: "[\(address)]:\(port)"
+        }
+    }
+
+    /// Parses `IP:port` or `[IPv6]:port` (no host names: the UAPI takes literals).
+    public init?(_ text: some StringProtocol) {
+        let text = String(text)
+        let host: Substring, portText: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return nil }
+            host = text[text.index(after: text.startIndex)..<close]
+            let rest = text[text.index(after: close)...]
+            guard rest.hasPrefix(":") else { return nil }
+            portText = rest.dropFirst()
+            guard IPv6Address(host) != nil else { return nil }
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { return nil }
+            host = text[..<colon]
+            portText = text[text.index(after: colon)...]
+            guard IPv4Address(host) != nil else { return nil }
+        }
+        guard let address = IPAddress(host), let port = UInt16(portText), port != 0 else { return nil }
+        self.init(address: address, port: port)
+    }
+
+    /// The socket family this endpoint is reached on.
+    var family: Int32 { address.family == .ipv4 ? AF_INET : AF_INET6 }
+
+    /// The address the kernel filled in `recvfrom`; an IPv4-mapped IPv6
+    /// address is folded to IPv4 so a peer has one identity.
+    init?(_ storage: UnsafePointer<sockaddr_storage>) {
+        switch Int32(storage.pointee.ss_family) {
+        case AF_INET:
+            let sin = UnsafeRawPointer(storage).load(as: sockaddr_in.self)
+            self.init(address: .v4(IPv4Address(UInt32(bigEndian: sin.sin_addr.s_addr))), port: UInt16(bigEndian: sin.sin_port))
+        case AF_INET6:
+            let sin6 = UnsafeRawPointer(storage).load(as: sockaddr_in6.self)
+            let (high, low) = withUnsafeBytes(of: sin6.sin6_addr) {
+                (UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
+                 UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+            }
+            if high == 0, low >> 32 == 0xffff {
+                self.init(address: .v4(IPv4Address(UInt32(truncatingIfNeeded: low))), port: UInt16(bigEndian: sin6.sin6_port))
+            } else {
+                self.init(address: .v6(IPv6Address(high: high, low: low)), port: UInt16(bigEndian: sin6.sin6_port))
+            }
+        default:
+            return nil
+        }
+    }
+
+    /// Calls `body` with this endpoint as a `struct sockaddr`.
+    func withSockaddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+        switch address {
+        case .v4(let a):
+            var sin = sockaddr_in()
+            sin.sin_family = sa_family_t(AF_INET)
+            sin.sin_port = port.bigEndian
+            sin.sin_addr.s_addr = a.value.bigEndian
+            return withUnsafePointer(to: &sin) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+        case .v6(let a):
+            var sin6 = sockaddr_in6()
+            sin6.sin6_family = sa_family_t(AF_INET6)
+            sin6.sin6_port = port.bigEndian
+            withUnsafeMutableBytes(of: &sin6.sin6_addr) {
+                $0.storeBytes(of: a.high.bigEndian, toByteOffset: 0, as: UInt64.self)
+                $0.storeBytes(of: a.low.bigEndian, toByteOffset: 8, as: UInt64.self)
+            }
+            return withUnsafePointer(to: &sin6) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+            }
+        }
+    }
+
+    /// The bytes the cookie is computed over: the address then the port, big-endian.
+    var cookieInput: [UInt8] {
+        address.bytes + [UInt8(port >> 8), UInt8(port & 0xff)]
+    }
+}

@@ -1,0 +1,129 @@
+import Gateway
+import Glibc
+import LinuxSystem
+import Runtimes
+import TunnelgateSettings
+
+/// The built-in userspace WireGuard as a hosted runtime: `tunnelgate up
+/// wg0.conf`, or `"runtime": {"kind": "wireguard", …}` in JSON. It reads
+/// and writes the TUN itself (fd path) on its device thread.
+public final class WireGuardRuntime: HostedRuntime {
+    public let packetPath = PacketPath.fd
+    public var startTimeout: Double { 5 }
+    public var tunWriter: TunWriter? { nil }
+
+    let device: WireGuardDevice
+    let settings: WireGuardSettings
+    private var interfaceName: String?
+    private var slotMark: UInt32?
+    private var started = false
+    private var stopped = false
+    /// Where wg(8) looks for userspace interfaces.
+    public static let socketDirectory = "/var/run/wireguard"
+
+    /// Binds the UDP port and takes the keys: every check that can fail
+    /// before the kernel is touched.
+    public init(_ settings: WireGuardSettings, log: @escaping @Sendable (String) -> Void = { _ in }) throws(RuntimeError) {
+        self.settings = settings
+        let timers = WireGuardTimers.fromEnvironment()
+        if timers.scale != 1 { log("WireGuard timers scaled by \(timers.scale) (\(WireGuardTimers.testScaleVariable); for tests only)") }
+        guard let key = PrivateKey(bytes: settings.privateKey.withUnsafeBytes { Array($0) }) else {
+            throw RuntimeError("the WireGuard private key is not a usable X25519 key")
+        }
+        var peers: [DeviceConfiguration.PeerConfiguration] = []
+        for (i, p) in settings.peers.enumerated() {
+            guard let publicKey = WireGuardKey(p.publicKey) else {
+                throw RuntimeError("peer \(i + 1): the public key is not 32 bytes")
+            }
+            peers.append(.init(publicKey: publicKey, presharedKey: p.presharedKey?.withUnsafeBytes { Array($0) },
+                               endpoint: try p.endpoint.map { e throws(RuntimeError) in try Self.resolve(e) },
+                               allowedIPs: p.allowedIPs, persistentKeepalive: p.persistentKeepalive ?? 0))
+        }
+        device = try WireGuardDevice(DeviceConfiguration(privateKey: key, listenPort: settings.listenPort ?? 0,
+                                                         fwmark: settings.fwMark ?? 0, peers: peers),
+                                     timers: timers, log: log)
+    }
+
+    /// An endpoint's host resolved to an address (literal or by name).
+    static func resolve(_ endpoint: WireGuardSettings.Endpoint) throws(RuntimeError) -> Endpoint {
+        let name: String
+        switch endpoint.host {
+        case .address(let address): return Endpoint(address: address, port: endpoint.port)
+        case .name(let n): name = n
+        }
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(name, nil, &hints, &result)
+        guard rc == 0, let first = result else {
+            throw RuntimeError("endpoint \(name): cannot resolve (\(String(cString: gai_strerror(rc))))")
+        }
+        defer { freeaddrinfo(result) }
+        var storage = sockaddr_storage()
+        withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: UnsafeRawBufferPointer(start: first.pointee.ai_addr, count: Int(first.pointee.ai_addrlen))) }
+        guard let found = withUnsafePointer(to: &storage, { Endpoint($0) }) else {
+            throw RuntimeError("endpoint \(name): no IPv4 or IPv6 address")
+        }
+        return Endpoint(address: found.address, port: endpoint.port)
+    }
+
+    public var summary: String {
+        "built-in WireGuard on UDP port \(device.boundPort), \(settings.peers.count) peer\(settings.peers.count == 1 ? "" : "s")"
+    }
+
+    public func attach(to plan: TunnelPlan) {
+        interfaceName = plan.interfaceName
+        slotMark = plan.slot.fwmark
+    }
+
+    public func start(tun: FileDescriptor, mtu: Int) throws(RuntimeError) {
+        let name = interfaceName
+        try device.start(tun: tun, mtu: mtu, fwmark: slotMark,
+                         uapiPath: name.map { "\(Self.socketDirectory)/\($0).sock" })
+        started = true
+    }
+
+    public func status() throws(RuntimeError) -> RuntimeState {
+        let s = device.snapshot.withLock { $0 }
+        let phase: RuntimeState.Phase
+        if let failure = s.failure {
+            return RuntimeState(phase: .failed, interface: nil, error: failure,
+                                json: "{\"state\":\"failed\",\"interface\":null,\"error\":\(JSONValue.quoted(failure))}")
+        } else if !s.running {
+            phase = stopped ? .stopped : .starting
+        } else if !s.peers.isEmpty, s.peers.allSatisfy({ !$0.hasSession && $0.handshakeAttempts >= 3 }) {
+            // Every peer's handshake has gone unanswered three times: the carrier path is gone.
+            phase = .reconnecting
+        } else {
+            phase = .ready
+        }
+        let interface = phase == .ready || phase == .reconnecting ? interfaceName : nil
+        var json = "{\"state\":\"\(phase.rawValue)\",\"interface\":\(interface.map { JSONValue.quoted($0) } ?? "null"),"
+        json += "\"packetPath\":\"fd\",\"kind\":\"wireguard\",\"listenPort\":\(s.listenPort),\"peers\":["
+        json += s.peers.map { p in
+            var o = "{\"publicKey\":\"\(p.publicKey.base64)\",\"endpoint\":\(p.endpoint.map { JSONValue.quoted($0.description) } ?? "null"),"
+            o += "\"allowedIPs\":[\(p.allowedIPs.map { "\"\($0)\"" }.joined(separator: ","))],"
+            o += "\"latestHandshake\":\(p.lastHandshake),\"rxBytes\":\(p.rxBytes),\"txBytes\":\(p.txBytes),"
+            o += "\"persistentKeepalive\":\(p.persistentKeepalive),\"session\":\(p.hasSession)}"
+            return o
+        }.joined(separator: ",")
+        json += "],\(s.counters.json)}"
+        return RuntimeState(phase: phase, interface: interface, error: nil, json: json)
+    }
+
+    public func packetIn(_ packet: UnsafePointer<UInt8>, _ len: Int) -> PacketDelivery { .refused }
+
+    public func appMessage(_ bytes: [UInt8]) throws(RuntimeError) -> [UInt8] {
+        let text = String(decoding: bytes, as: UTF8.self)
+        switch text {
+        case "status": return Array(try status().json.utf8)
+        default: throw RuntimeError("unknown message \(JSONValue.quoted(text)) (the WireGuard runtime takes: status)")
+        }
+    }
+
+    public func stop() {
+        guard !stopped else { return }
+        stopped = true
+        device.stop()
+    }
+}
