@@ -174,7 +174,7 @@ struct SettingsReader {
                 continue
             }
             guard let a = IPv4Address(text) else {
-                problem(p, IPv6Address(text) != nil ? "\(text) is an IPv6 address in ipv4Settings" : "\(quoted(text)) is not an IPv4 address (or \"auto\": the mesh address)")
+                problem(p, IPv6Address(text) != nil ? "\(text) is an IPv6 address in ipv4Settings" : "\(quoted(text)) is not an IPv4 address")
                 continue
             }
             if a.isUnspecified || a.isMulticast || a.isLoopback || a.isBroadcast {

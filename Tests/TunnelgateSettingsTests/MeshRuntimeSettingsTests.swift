@@ -223,6 +223,6 @@ final class MeshRuntimeSettingsTests: XCTestCase {
                        ["ipv4Settings.addresses[0]: 'auto' is this node's mesh address, derived from its MeshGuard identity: it needs runtime.kind mesh"])
         XCTAssertEqual(problems(autoConfig(addresses: #"["auto", "auto"]"#)), ["ipv4Settings.addresses[1]: 'auto' is listed twice"])
         XCTAssertTrue(problems(autoConfig(addresses: #"["automatic", "10.60.0.1"]"#))
-            .contains("ipv4Settings.addresses[0]: 'automatic' is not an IPv4 address (or \"auto\": the mesh address)"))
+            .contains("ipv4Settings.addresses[0]: 'automatic' is not an IPv4 address"))
     }
 }
