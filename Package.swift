@@ -42,8 +42,9 @@ let package = Package(
         .target(name: "Gateway", dependencies: ["Netlink", "Nftables", "DNSConfig", "LinuxSystem", "TunnelgateSettings"]),
         // DNS from NEDNSSettings: resolv.conf backends (namespace, host), systemd-resolved, split-DNS forwarder.
         .target(name: "DNSConfig", dependencies: ["LinuxSystem", "TunnelgateSettings"]),
-        // Packet runtimes hosted behind the callback C ABI: dlopen, packet flow, backpressure, lifecycle.
-        .target(name: "Runtimes", dependencies: ["Gateway", "CTunnelgateRuntime", "LinuxSystem", "TunnelgateSettings"]),
+        // Packet runtimes hosted behind the callback C ABI: dlopen, packet flow, backpressure, lifecycle;
+        // MeshGuard's tunnel ABI (libsodium: the node's Ed25519 identity from its seed, for its mesh address).
+        .target(name: "Runtimes", dependencies: ["Gateway", "CTunnelgateRuntime", "CSodium", "LinuxSystem", "TunnelgateSettings"]),
         // The built-in userspace WireGuard: Noise_IKpsk2 over libsodium, timers, cryptokey routing, UAPI.
         .target(name: "WireGuard", dependencies: ["CSodium", "Runtimes", "Gateway", "LinuxSystem", "TunnelgateSettings"]),
         .executableTarget(name: "tunnelgate", dependencies: ["Gateway", "Runtimes", "WireGuard", "TunnelgateSettings"]),

@@ -15,6 +15,7 @@ extension Gateway {
     public func reapply(_ tunnel: ActiveTunnel, _ settings: TunnelSettings, resolver: some HostResolver) throws(GatewayError) -> Bool {
         let old = tunnel.plan
         guard settings.name == old.settings.name else { return false }
+        try Self.requireResolvedAddresses(settings)
         let carriers: [IPAddress]
         do { carriers = try settings.resolveCarrierEndpoints(using: resolver) } catch { throw .configuration(error) }
         let new = TunnelPlan(settings: settings, slot: old.slot, carrierAddresses: carriers, isolatedIn: old.isolatedIn)

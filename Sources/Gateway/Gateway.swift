@@ -58,11 +58,20 @@ public final class Gateway {
 
     /// Resolves the carriers and picks a slot. Reads the kernel, changes nothing.
     public func plan(_ settings: TunnelSettings, resolver: some HostResolver) throws(GatewayError) -> TunnelPlan {
+        try Self.requireResolvedAddresses(settings)
         let carriers: [IPAddress]
         do { carriers = try settings.resolveCarrierEndpoints(using: resolver) } catch { throw .configuration(error) }
         let slot = try freeSlot(for: settings.name)
         return TunnelPlan(settings: settings, slot: slot, carrierAddresses: carriers,
                           isolatedIn: isolatedNamespace?.name)
+    }
+
+    /// An `"auto"` mesh address is filled in from the node's identity before
+    /// planning (TunnelSettings.resolvingMeshAddress); a plan never holds 0.0.0.0.
+    static func requireResolvedAddresses(_ settings: TunnelSettings) throws(GatewayError) {
+        guard let path = settings.meshAddressPath else { return }
+        throw .configuration(ConfigurationError([ConfigProblem(
+            path: path, reason: "'auto' (this node's mesh address) was not derived from the identity before planning")]))
     }
 
     /// The slot the name already holds (residue of a crash), or the lowest

@@ -1,48 +1,65 @@
 import Glibc
 
-/// libmeshguard-ffi.so, loaded with dlopen and its C ABI bound by name
-/// (include/meshguard.h in MeshGuard). Loading happens before anything
-/// touches the kernel: a missing library or required symbol changes nothing.
+/// libmeshguard-ffi.so, loaded with dlopen and its C ABI bound by name.
+/// Loading happens before anything touches the kernel: a missing library or
+/// required symbol changes nothing.
 ///
-/// Signatures follow the MeshGuard Apple embedding guide. Where the guide
-/// shows no prototype, the assumption is written beside the type:
-/// a context is an opaque pointer; ports are uint16_t; lengths uint32_t;
-/// calls that can fail return int32_t with 0 for success.
+/// Every signature below was checked against MeshGuard's source,
+/// src/meshguard_ffi.zig (github igorls/meshguard at 415dacf, version 0.10.0,
+/// the same file the Linux build of libmeshguard-ffi.so was made from), not
+/// only against the Apple embedding guide. The symbols that source does not
+/// export (set_app_relay, add_contact, set_contacts_only,
+/// set_keepalive_interval, app_route_stats) are the guide's, optional, and
+/// marked *unverified*. A context is an opaque pointer (`?*MeshguardContext`).
 final class MeshLibrary: @unchecked Sendable {  // @unchecked: immutable after init (function pointers and a dlopen handle)
     typealias Context = OpaquePointer
-    /// meshguard_init(const uint8_t seed[32], uint16_t listen_port) -> ctx (NULL on failure).
+    /// meshguard_init(?[*]const u8 seed, u16 listen_port) -> ?*ctx. The seed is 32 bytes (NULL would
+    /// generate one; never passed); binds the UDP socket; NULL when the bind fails.
     typealias Initialize = @convention(c) (UnsafePointer<UInt8>?, UInt16) -> Context?
-    /// meshguard_join(ctx, const uint8_t ipv4[4], uint16_t port) -> int32 (0: the event loop started).
+    /// meshguard_join(ctx, [*]const u8 ipv4[4], u16 port) -> i32: 0 the event loop started,
+    /// -1 failure, -2 already running. Port 0 means 51821. Needs no key of the seed peer.
     typealias Join = @convention(c) (Context?, UnsafePointer<UInt8>?, UInt16) -> Int32
-    /// meshguard_join_host(ctx, const char *host, uint16_t port) -> int32 (assumed by analogy with join).
-    typealias JoinHost = @convention(c) (Context?, UnsafePointer<CChar>?, UInt16) -> Int32
-    /// meshguard_get_pubkey(ctx, uint8_t out[32]) -> int32 (the result is not relied on; the buffer is).
-    typealias GetPublicKey = @convention(c) (Context?, UnsafeMutablePointer<UInt8>?) -> Int32
-    /// meshguard_peer_count(ctx) -> uint32 (read as int32: counts are small).
-    typealias PeerCount = @convention(c) (Context?) -> Int32
-    /// meshguard_get_peers(ctx, uint8_t out[max × 32], uint32_t max) -> int32 number written.
-    typealias GetPeers = @convention(c) (Context?, UnsafeMutablePointer<UInt8>?, UInt32) -> Int32
-    /// meshguard_get_peer_info(ctx, const uint8_t identity[32], uint8_t out[48]) -> int32 (0: found).
+    /// meshguard_join_host(ctx, [*:0]const u8 "host:port") -> i32: the port is part of the string
+    /// (no port argument); -11 when the name does not resolve (DNS A) or the string is malformed.
+    typealias JoinHost = @convention(c) (Context?, UnsafePointer<CChar>?) -> Int32
+    /// meshguard_get_pubkey(ctx, [*]u8 out[32]) -> void: the Ed25519 identity.
+    typealias GetPublicKey = @convention(c) (Context?, UnsafeMutablePointer<UInt8>?) -> Void
+    /// meshguard_peer_count(ctx) -> u32: ALIVE peers only.
+    typealias PeerCount = @convention(c) (Context?) -> UInt32
+    /// meshguard_get_peers(ctx, [*]u8 out[max × 32], u32 max) -> u32 written: ALIVE peers only.
+    typealias GetPeers = @convention(c) (Context?, UnsafeMutablePointer<UInt8>?, UInt32) -> UInt32
+    /// meshguard_get_peer_info(ctx, [*]const u8 id[32], [*]u8 out[48]) -> i32: 0 found, -1 not found.
     typealias GetPeerInfo = @convention(c) (Context?, UnsafePointer<UInt8>?, UnsafeMutablePointer<UInt8>?) -> Int32
-    /// meshguard_tunnel_open / _close(ctx, const uint8_t identity[32]) -> int32.
+    /// meshguard_tunnel_open(ctx, [*]const u8 id[32]) -> i32: 0 = handshake initiation SENT (not
+    /// completed); -2 not running, -3 not a member, -4 no WireGuard key, -5 no endpoint, -6 device
+    /// full, -7 initiation refused (at most one per peer every 5 s), -8 send failed.
     typealias TunnelOpen = @convention(c) (Context?, UnsafePointer<UInt8>?) -> Int32
-    /// meshguard_tunnel_send(ctx, const uint8_t identity[32], const uint8_t *data, uint32_t len) -> int32.
+    /// meshguard_tunnel_close(ctx, [*]const u8 id[32]) -> void: removes the peer from the device.
+    typealias TunnelClose = @convention(c) (Context?, UnsafePointer<UInt8>?) -> Void
+    /// meshguard_tunnel_send(ctx, id[32], [*]const u8 data, u32 len) -> i32: 0 handed to the socket;
+    /// -3 len > 1396, -4 the peer is not in the device (no tunnel), -5 no session (handshake not
+    /// complete, or the session expired), -6/-7 socket missing or send failed.
     typealias TunnelSend = @convention(c) (Context?, UnsafePointer<UInt8>?, UnsafePointer<UInt8>?, UInt32) -> Int32
-    /// meshguard_tunnel_recv(ctx, uint8_t out[1500], uint32_t *len, uint8_t sender[32]) -> 0 message, 1 empty, < 0 error.
+    /// meshguard_tunnel_recv(ctx, [*]u8 out[1500], *u32 len, [*]u8 sender[32]) -> i32:
+    /// 0 message, 1 empty, -1 no context. A lock-free ring (256): safe beside the host's calls.
     typealias TunnelRecv = @convention(c) (Context?, UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<UInt32>?, UnsafeMutablePointer<UInt8>?) -> Int32
-    /// meshguard_destroy(ctx): leaves, joins the event-loop thread, frees.
+    /// meshguard_destroy(ctx) -> void: leaves, joins the event-loop thread, frees.
     typealias Destroy = @convention(c) (Context?) -> Void
-    /// meshguard_set_app_relay(ctx, const uint8_t identity[32], bool force) -> int32.
+    /// meshguard_suspend / _resume(ctx) -> void.
+    typealias Suspend = @convention(c) (Context?) -> Void
+    /// meshguard_debug_info(ctx, [*]u8 out[32]) -> void: little-endian bound port (0..1), total peers
+    /// (2..3), alive peers (4..5), running (6), SWIM present (7), gossip port (8..9), membership size
+    /// (10..13), sent (14..17), decoded received (18..21), raw received (22..25), ticks (26..29).
+    typealias DebugInfo = @convention(c) (Context?, UnsafeMutablePointer<UInt8>?) -> Void
+    /// *unverified* (guide): meshguard_set_app_relay(ctx, const uint8_t identity[32], bool force) -> int32.
     typealias SetAppRelay = @convention(c) (Context?, UnsafePointer<UInt8>?, Bool) -> Int32
-    /// meshguard_add_contact(ctx, const uint8_t identity[32], const uint8_t wg_key[32]) -> int32.
+    /// *unverified* (guide): meshguard_add_contact(ctx, const uint8_t identity[32], const uint8_t wg_key[32]) -> int32.
     typealias AddContact = @convention(c) (Context?, UnsafePointer<UInt8>?, UnsafePointer<UInt8>?) -> Int32
-    /// meshguard_set_contacts_only(ctx, bool) -> int32 (assumed).
+    /// *unverified* (guide, no prototype): meshguard_set_contacts_only(ctx, bool) -> int32.
     typealias SetContactsOnly = @convention(c) (Context?, Bool) -> Int32
-    /// meshguard_set_keepalive_interval(ctx, uint32_t milliseconds) -> int32 (1,000–600,000, or 0).
+    /// *unverified* (guide, no prototype): meshguard_set_keepalive_interval(ctx, uint32_t ms) -> int32 (1,000–600,000, or 0).
     typealias SetKeepalive = @convention(c) (Context?, UInt32) -> Int32
-    /// meshguard_suspend / _resume(ctx) -> int32 (assumed).
-    typealias Suspend = @convention(c) (Context?) -> Int32
-    /// meshguard_app_route_stats(ctx, uint8_t out[32]) -> int32: four little-endian uint64 counters (assumed return).
+    /// *unverified* (guide): meshguard_app_route_stats(ctx, uint8_t out[32]) -> int32: four little-endian uint64 counters.
     typealias RouteStats = @convention(c) (Context?, UnsafeMutablePointer<UInt8>?) -> Int32
 
     static let required = ["meshguard_init", "meshguard_join", "meshguard_get_pubkey", "meshguard_peer_count",
@@ -50,7 +67,7 @@ final class MeshLibrary: @unchecked Sendable {  // @unchecked: immutable after i
                            "meshguard_tunnel_send", "meshguard_tunnel_recv", "meshguard_tunnel_close", "meshguard_destroy"]
     static let optional = ["meshguard_join_host", "meshguard_set_app_relay", "meshguard_add_contact",
                            "meshguard_set_contacts_only", "meshguard_set_keepalive_interval", "meshguard_suspend",
-                           "meshguard_resume", "meshguard_app_route_stats"]
+                           "meshguard_resume", "meshguard_app_route_stats", "meshguard_debug_info"]
 
     let path: String
     let initialize: Initialize
@@ -62,7 +79,7 @@ final class MeshLibrary: @unchecked Sendable {  // @unchecked: immutable after i
     let tunnelOpen: TunnelOpen
     let tunnelSend: TunnelSend
     let tunnelRecv: TunnelRecv
-    let tunnelClose: TunnelOpen
+    let tunnelClose: TunnelClose
     let destroy: Destroy
     let joinHost: JoinHost?
     let setAppRelay: SetAppRelay?
@@ -72,6 +89,7 @@ final class MeshLibrary: @unchecked Sendable {  // @unchecked: immutable after i
     let suspend: Suspend?
     let resume: Suspend?
     let routeStats: RouteStats?
+    let debugInfo: DebugInfo?
     /// The optional symbols the library lacks.
     let missingOptional: [String]
 
@@ -103,7 +121,7 @@ final class MeshLibrary: @unchecked Sendable {  // @unchecked: immutable after i
         tunnelOpen = bind("meshguard_tunnel_open", TunnelOpen.self)
         tunnelSend = bind("meshguard_tunnel_send", TunnelSend.self)
         tunnelRecv = bind("meshguard_tunnel_recv", TunnelRecv.self)
-        tunnelClose = bind("meshguard_tunnel_close", TunnelOpen.self)
+        tunnelClose = bind("meshguard_tunnel_close", TunnelClose.self)
         destroy = bind("meshguard_destroy", Destroy.self)
         joinHost = bindOptional("meshguard_join_host", JoinHost.self)
         setAppRelay = bindOptional("meshguard_set_app_relay", SetAppRelay.self)
@@ -113,6 +131,7 @@ final class MeshLibrary: @unchecked Sendable {  // @unchecked: immutable after i
         suspend = bindOptional("meshguard_suspend", Suspend.self)
         resume = bindOptional("meshguard_resume", Suspend.self)
         routeStats = bindOptional("meshguard_app_route_stats", RouteStats.self)
+        debugInfo = bindOptional("meshguard_debug_info", DebugInfo.self)
         missingOptional = Self.optional.filter { symbols[$0] == nil }
         // The library stays loaded for the life of the process (its event-loop
         // thread must never find its code unmapped).

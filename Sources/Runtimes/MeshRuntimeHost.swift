@@ -19,9 +19,9 @@ import TunnelgateSettings
 /// - the *consumer* is one thread that drains meshguard_tunnel_recv, sleeping
 ///   (50 µs doubling to 2 ms) only while it answers 1 = empty. It runs
 ///   concurrently with the host context: receiving and sending never wait
-///   for each other (assumption: tunnel_recv, as a queue consumer, may run
-///   beside host-context calls — the guide serialises host calls and gives
-///   each queue exactly one consumer, which is what this does).
+///   for each other. Verified in meshguard_ffi.zig: tunnel_recv only reads
+///   the 256-slot ring through its atomic indices and per-slot valid flags
+///   (single producer: the event loop; single consumer: this thread).
 /// - init and join run in start, destroy in stop, on the owner's thread,
 ///   strictly before the two threads exist and after both are joined, so
 ///   the serial order holds.
@@ -41,7 +41,8 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
     private var stopped = false
     /// What start said it could not apply because the library lacks a symbol.
     private var disabled: [String] = []
-    private var localIdentity: [UInt8] = []
+    /// The node's identity and mesh IPv4, derived from the seed (checked against the library at start).
+    public let identity: MeshIdentity
     private var joinedVia = ""
 
     // Shared with the threads.
@@ -56,6 +57,8 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
 
     // Host-context state.
     private var tunnels: [[UInt8]: TunnelState] = [:]
+    /// Packets waiting for a peer's session (see send).
+    private var pending: [[UInt8]: [[UInt8]]] = [:]
     private var peerAlive: [[UInt8]: Bool] = [:]
     private var everReady = false
     private var lastSendOK = 0.0, lastSendFailure = 0.0
@@ -65,12 +68,22 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
     let packetsSent = Atomic<UInt64>(0)
     let queueFull = Atomic<UInt64>(0)
     let dropsNoPeer = Atomic<UInt64>(0), dropsOversize = Atomic<UInt64>(0)
-    let dropsSend = Atomic<UInt64>(0), dropsTunnelClosed = Atomic<UInt64>(0)
-    let tunnelOpens = Atomic<UInt64>(0), tunnelOpenFailures = Atomic<UInt64>(0)
+    let dropsSend = Atomic<UInt64>(0), dropsNoSession = Atomic<UInt64>(0), queuedForHandshake = Atomic<UInt64>(0)
+    let tunnelOpens = Atomic<UInt64>(0), tunnelOpenFailures = Atomic<UInt64>(0), sessions = Atomic<UInt64>(0)
     let received = Atomic<UInt64>(0), dropsSpoofed = Atomic<UInt64>(0)
     let dropsMalformed = Atomic<UInt64>(0), dropsWriter = Atomic<UInt64>(0), recvErrors = Atomic<UInt64>(0)
 
-    struct TunnelState { var open = false; var lastAttempt = 0.0 }
+    /// What the host context knows of the tunnel to one peer. The library
+    /// keeps the tunnel itself (its WireGuard device): a peer is in the
+    /// device after our meshguard_tunnel_open or after the peer's handshake
+    /// reached us, and has a session once a handshake completed.
+    struct TunnelState {
+        /// When meshguard_tunnel_open was last called (0: never); it sends one
+        /// handshake initiation and the library allows one per 5 s per peer.
+        var lastOpen = 0.0
+        /// A send succeeded since the tunnel was last (re)opened or closed.
+        var established = false
+    }
 
     /// What status() shows between refreshes; built on the host context.
     struct Snapshot {
@@ -78,6 +91,7 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
         var error: String?
         var peersJSON = "[]"
         var routeStatsJSON = "null"
+        var libraryJSON = "null"
         var alivePeers = 0
     }
 
@@ -107,6 +121,7 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
         self.settings = settings
         library = try MeshLibrary(path: settings.library)
         seed = try Self.loadSeed(settings)
+        identity = MeshIdentity(seed: seed)
         queue = PacketRing(capacity: 256, slotSize: MeshRuntimeSettings.maximumMTU)
         if case .routes(let peers) = settings.peers {
             routes.withLock { $0 = RouteTable(entries: peers.flatMap { p in p.prefixes.map { .init(prefix: $0, identity: p.identity) } }) }
@@ -186,8 +201,14 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
             throw error
         }
         var key = [UInt8](repeating: 0, count: 32)
-        _ = library.getPublicKey(ctx, &key)
-        localIdentity = key
+        library.getPublicKey(ctx, &key)
+        guard key == identity.publicKey else {
+            library.destroy(ctx)
+            context = nil
+            throw RuntimeError("the library's identity (meshguard_get_pubkey: \(MeshRuntimeSettings.hex(key))) is not the Ed25519 "
+                               + "public key of the seed (\(identity.hex)): this library derives identities differently, so "
+                               + "the node's mesh address (\(identity.meshIPv4)) cannot be known; is \(settings.library) MeshGuard?")
+        }
         signal.locked { running = true; refreshRequested = true }
         consumerRunning.store(true, ordering: .releasing)
         do {
@@ -230,7 +251,7 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
             if let v4 = seedPeer.ipv4 {
                 rc = v4.bytes.withUnsafeBufferPointer { library.join(ctx, $0.baseAddress, seedPeer.port) }
             } else if let joinHost = library.joinHost {
-                rc = joinHost(ctx, seedPeer.host, seedPeer.port)
+                rc = joinHost(ctx, seedPeer.description)  // "host:port": the library resolves (DNS A) and joins
             } else if let v4 = Self.resolveIPv4(seedPeer.host) {
                 rc = v4.bytes.withUnsafeBufferPointer { library.join(ctx, $0.baseAddress, seedPeer.port) }
             } else {
@@ -238,7 +259,8 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
                 continue
             }
             if rc == 0 { joinedVia = seedPeer.description; return }
-            failures.append("\(seedPeer): meshguard_join returned \(rc)")
+            failures.append("\(seedPeer): meshguard_join\(seedPeer.ipv4 == nil && library.joinHost != nil ? "_host" : "") returned \(rc)"
+                            + (rc == -11 ? " (the name does not resolve)" : ""))
         }
         throw RuntimeError("joining the mesh failed (runtime.seeds): " + failures.joined(separator: "; "))
     }
@@ -268,8 +290,8 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
         consumerThread?.join()
         consumerThread = nil
         if let ctx = context {
-            for (identity, t) in tunnels where t.open {
-                _ = identity.withUnsafeBufferPointer { library.tunnelClose(ctx, $0.baseAddress) }
+            for peer in tunnels.keys {
+                peer.withUnsafeBufferPointer { library.tunnelClose(ctx, $0.baseAddress) }
             }
             library.destroy(ctx)
             context = nil
@@ -303,7 +325,7 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
         let interface: String? = (s.phase == .ready || s.phase == .reconnecting) ? "meshguard" : nil
         let w = writer
         var json = "{\"state\":\"\(s.phase.rawValue)\",\"interface\":\(interface.map(jsonString) ?? "null"),"
-        json += "\"packetPath\":\"callback\",\"mtu\":\(mtu),\"identity\":\"\(MeshRuntimeSettings.hex(localIdentity))\","
+        json += "\"packetPath\":\"callback\",\"mtu\":\(mtu),\"identity\":\"\(identity.hex)\",\"meshIPv4\":\"\(identity.meshIPv4)\","
         json += "\"listenPort\":\(settings.listenPort),\"joinedVia\":\(jsonString(joinedVia)),"
         json += "\"routing\":\"\(settings.peers == .auto ? "auto" : "prefixes")\",\"alivePeers\":\(s.alivePeers),"
         json += "\"peers\":\(s.peersJSON),"
@@ -311,10 +333,10 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
         json += "\"packetsIn\":\(c(packetsIn)),\"bytesIn\":\(c(bytesIn)),\"tunnelSends\":\(c(packetsSent)),"
         json += "\"packetsOut\":\(w.map { $0.packets.load(ordering: .relaxed) } ?? 0),\"bytesOut\":\(w.map { $0.bytes.load(ordering: .relaxed) } ?? 0),"
         json += "\"received\":\(c(received)),\"queueFull\":\(c(queueFull)),\"dropsNoPeer\":\(c(dropsNoPeer)),"
-        json += "\"dropsOversize\":\(c(dropsOversize)),\"dropsSend\":\(c(dropsSend)),\"dropsTunnelClosed\":\(c(dropsTunnelClosed)),"
-        json += "\"tunnelOpens\":\(c(tunnelOpens)),\"tunnelOpenFailures\":\(c(tunnelOpenFailures)),"
+        json += "\"dropsOversize\":\(c(dropsOversize)),\"dropsSend\":\(c(dropsSend)),\"dropsNoSession\":\(c(dropsNoSession)),\"queuedForHandshake\":\(c(queuedForHandshake)),"
+        json += "\"tunnelOpens\":\(c(tunnelOpens)),\"tunnelOpenFailures\":\(c(tunnelOpenFailures)),\"sessions\":\(c(sessions)),"
         json += "\"dropsSpoofed\":\(c(dropsSpoofed)),\"dropsMalformed\":\(c(dropsMalformed)),\"dropsWriter\":\(c(dropsWriter)),"
-        json += "\"recvErrors\":\(c(recvErrors)),\"routeStats\":\(s.routeStatsJSON),"
+        json += "\"recvErrors\":\(c(recvErrors)),\"routeStats\":\(s.routeStatsJSON),\"library\":\(s.libraryJSON),"
         json += "\"disabled\":[\(disabled.map(jsonString).joined(separator: ","))]"
         if let e = s.error { json += ",\"error\":\(jsonString(e))" }
         json += "}"
@@ -335,16 +357,13 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
         default: throw RuntimeError("unknown message \(quoted(text)) (the mesh runtime takes: status, peers, suspend, resume)")
         }
         guard let call else { throw RuntimeError("the MeshGuard library has no meshguard_\(text)") }
-        let result = Mutex<Int32?>(nil)
+        let done = Atomic<Bool>(false)
         let bits = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(ctx)))
-        signal.locked { jobs.append { let rc = call(OpaquePointer(bitPattern: bits)); result.withLock { $0 = rc } } }
+        signal.locked { jobs.append { call(OpaquePointer(bitPattern: bits)); done.store(true, ordering: .releasing) } }
         signal.broadcast()
         let deadline = ProcessControl.monotonicSeconds() + 5
         while ProcessControl.monotonicSeconds() < deadline {
-            if let rc = result.withLock({ $0 }) {
-                guard rc == 0 else { throw RuntimeError("meshguard_\(text) failed: \(rc)") }
-                return Array((text == "suspend" ? "suspended" : "resumed").utf8)
-            }
+            if done.load(ordering: .acquiring) { return Array((text == "suspend" ? "suspended" : "resumed").utf8) }
             usleep(1000)
         }
         throw RuntimeError("meshguard_\(text) did not return within 5 s")
@@ -355,7 +374,7 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
     public var startTimeout: Double { settings.startTimeoutSeconds }
     public var summary: String {
         let routing = settings.peers == .auto ? "auto routes" : "prefix routes"
-        var s = "MeshGuard \(settings.library), \(routing), mtu \(mtu)"
+        var s = "MeshGuard \(settings.library), mesh IPv4 \(identity.meshIPv4), \(routing), mtu \(mtu)"
         if !disabled.isEmpty { s += "; disabled (library lacks the symbol): " + disabled.joined(separator: ", ") }
         return s
     }
@@ -367,17 +386,20 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
         var nextRefresh = 0.0
         signal.lock()
         while true {
-            while running, queue.count == 0, jobs.isEmpty, !refreshRequested, ProcessControl.monotonicSeconds() < nextRefresh {
-                signal.wait(until: nextRefresh)
+            // Packets waiting for a handshake are retried every 2 ms (tunnel_send answers at once).
+            let wake = pending.isEmpty ? nextRefresh : min(nextRefresh, ProcessControl.monotonicSeconds() + 0.002)
+            while running, queue.count == 0, jobs.isEmpty, !refreshRequested, ProcessControl.monotonicSeconds() < wake {
+                signal.wait(until: wake)
             }
             guard running else { break }
-            let pending = jobs
+            let dueJobs = jobs
             jobs = []
             let n = queue.count
             let refresh = refreshRequested || ProcessControl.monotonicSeconds() >= nextRefresh
             refreshRequested = false
             signal.unlock()
-            for job in pending { job() }
+            for job in dueJobs { job() }
+            for peer in Array(pending.keys) { flushPending(ctx, peer) }
             // The slots [head, head+n) are the consumer side's until released: the producer writes after them.
             for i in 0..<n {
                 let (p, len) = queue.slot(i)
@@ -393,51 +415,143 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
         signal.unlock()
     }
 
+    /// Sends first and opens only when the library says there is no tunnel:
+    /// the side that answered a peer's handshake already has a session
+    /// (MeshGuard registers the initiator when its handshake arrives), and
+    /// opening again there would only re-key. A 0 from meshguard_tunnel_open
+    /// means an initiation was sent, not that a session exists: until the
+    /// response arrives, sends answer -5. Meanwhile the peer's packets wait
+    /// (at most `pendingLimit`, in order) and are retried every 2 ms, as
+    /// WireGuard queues packets during a handshake. The library retransmits
+    /// no initiation by itself, so one without an answer is sent again
+    /// after 5 s (its own limit: one initiation per peer every 5 s) and the
+    /// packets that waited for it are dropped (dropsNoSession).
     private func send(_ ctx: MeshLibrary.Context, _ p: UnsafePointer<UInt8>, _ len: Int) {
         guard let destination = Self.address(p, len, source: false) else { dropsMalformed.add(1, ordering: .relaxed); return }
         guard let peer = routes.withLock({ $0.peer(for: destination) }) else { dropsNoPeer.add(1, ordering: .relaxed); return }
-        let now = ProcessControl.monotonicSeconds()
-        var t = tunnels[peer] ?? TunnelState()
-        if !t.open {
-            // Opened on first use; after a failure, again at most once a second.
-            guard t.lastAttempt == 0 || now - t.lastAttempt >= 1 else { dropsTunnelClosed.add(1, ordering: .relaxed); return }
-            t.lastAttempt = now
-            let rc = peer.withUnsafeBufferPointer { library.tunnelOpen(ctx, $0.baseAddress) }
-            if rc == 0 { t.open = true; tunnelOpens.add(1, ordering: .relaxed) } else { tunnelOpenFailures.add(1, ordering: .relaxed) }
-            tunnels[peer] = t
-            guard t.open else { dropsTunnelClosed.add(1, ordering: .relaxed); return }
+        if pending[peer] != nil {
+            enqueuePending(peer, Array(UnsafeBufferPointer(start: p, count: len)))
+            flushPending(ctx, peer)
+            return
         }
         let rc = peer.withUnsafeBufferPointer { library.tunnelSend(ctx, $0.baseAddress, p, UInt32(len)) }
-        if rc == 0 {
-            packetsSent.add(1, ordering: .relaxed)
-            lastSendOK = now
+        if rc == 0 { sent(peer); return }
+        if awaitingSession(ctx, peer, rc) {
+            enqueuePending(peer, Array(UnsafeBufferPointer(start: p, count: len)))
         } else {
             dropsSend.add(1, ordering: .relaxed)
-            lastSendFailure = now
-            // Closed now, re-opened by the next packet to this peer.
-            _ = peer.withUnsafeBufferPointer { library.tunnelClose(ctx, $0.baseAddress) }
-            t.open = false
-            t.lastAttempt = 0
-            tunnels[peer] = t
+            lastSendFailure = ProcessControl.monotonicSeconds()
         }
     }
 
-    /// Peers from the library: states, auto routes, the phase.
+    private func sent(_ peer: [UInt8]) {
+        packetsSent.add(1, ordering: .relaxed)
+        lastSendOK = ProcessControl.monotonicSeconds()
+        if tunnels[peer]?.established != true {
+            tunnels[peer, default: TunnelState()].established = true
+            sessions.add(1, ordering: .relaxed)
+        }
+    }
+
+    /// Whether a failed send means "no session yet" (-4: the peer is not in
+    /// the library's device; -5: in it without a session), opening or
+    /// re-opening the tunnel when it is time to.
+    private func awaitingSession(_ ctx: MeshLibrary.Context, _ peer: [UInt8], _ rc: Int32) -> Bool {
+        let now = ProcessControl.monotonicSeconds()
+        var t = tunnels[peer] ?? TunnelState()
+        defer { tunnels[peer] = t }
+        switch rc {
+        case -4:
+            // At most once a second while opening fails (not a member yet, no endpoint, …).
+            if t.lastOpen == 0 || now - t.lastOpen >= 1 { openTunnel(ctx, peer, &t, now) }
+            return true
+        case -5:
+            // The handshake is pending, was lost, or the session expired: re-initiate after 5 s.
+            if t.lastOpen == 0 || now - t.lastOpen >= 5 {
+                if t.lastOpen != 0 {
+                    lastSendFailure = now  // an initiation went unanswered for 5 s
+                    dropPending(peer)
+                }
+                openTunnel(ctx, peer, &t, now)
+            }
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// Packets waiting for a peer's session; the oldest is dropped when full.
+    static let pendingLimit = 64
+
+    private func enqueuePending(_ peer: [UInt8], _ packet: [UInt8]) {
+        var q = pending[peer] ?? []
+        if q.count >= Self.pendingLimit {
+            q.removeFirst()
+            dropsNoSession.add(1, ordering: .relaxed)
+        }
+        q.append(packet)
+        pending[peer] = q
+        queuedForHandshake.add(1, ordering: .relaxed)
+    }
+
+    private func dropPending(_ peer: [UInt8]) {
+        if let q = pending.removeValue(forKey: peer) { dropsNoSession.add(UInt64(q.count), ordering: .relaxed) }
+    }
+
+    /// Sends a peer's waiting packets in order, as far as its session allows.
+    private func flushPending(_ ctx: MeshLibrary.Context, _ peer: [UInt8]) {
+        guard var q = pending[peer] else { return }
+        var done = 0
+        while done < q.count {
+            let rc = peer.withUnsafeBufferPointer { id in q[done].withUnsafeBufferPointer { library.tunnelSend(ctx, id.baseAddress, $0.baseAddress, UInt32($0.count)) } }
+            if rc == 0 { sent(peer); done += 1; continue }
+            if awaitingSession(ctx, peer, rc) { break }
+            dropsSend.add(1, ordering: .relaxed)
+            lastSendFailure = ProcessControl.monotonicSeconds()
+            done += 1
+        }
+        guard pending[peer] != nil else { return }  // dropped while re-opening
+        q.removeFirst(done)
+        pending[peer] = q.isEmpty ? nil : q
+    }
+
+    private func openTunnel(_ ctx: MeshLibrary.Context, _ peer: [UInt8], _ t: inout TunnelState, _ now: Double) {
+        t.lastOpen = now
+        t.established = false
+        let rc = peer.withUnsafeBufferPointer { library.tunnelOpen(ctx, $0.baseAddress) }
+        if rc == 0 { tunnelOpens.add(1, ordering: .relaxed) } else { tunnelOpenFailures.add(1, ordering: .relaxed) }
+    }
+
+    /// Peers from the library: states, auto routes, the phase. The library
+    /// lists alive peers only (peer_count, get_peers); peers seen before and
+    /// configured peers are asked for by identity (get_peer_info answers for
+    /// any member), so a peer that went away shows as suspected or dead.
     private func refreshPeers(_ ctx: MeshLibrary.Context) {
-        let count = max(0, min(Int(library.peerCount(ctx)), 1024))
+        let count = min(Int(library.peerCount(ctx)), 1024)
         var ids = [UInt8](repeating: 0, count: max(count, 1) * 32)
-        let n = count == 0 ? 0 : max(0, min(Int(library.getPeers(ctx, &ids, UInt32(count))), count))
+        let n = count == 0 ? 0 : min(Int(library.getPeers(ctx, &ids, UInt32(count))), count)
+        let configured: [[UInt8]]? = { if case .routes(let r) = settings.peers { return r.map(\.identity) } else { return nil } }()
+        var order: [[UInt8]] = (0..<n).map { Array(ids[($0 * 32)..<($0 * 32 + 32)]) }
+        var listed = Set(order)
+        for id in (configured ?? []) + peerAlive.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) where !listed.contains(id) {
+            order.append(id)
+            listed.insert(id)
+        }
         var peersJSON: [String] = []
         var autoEntries: [RouteTable.Entry] = []
         var alive = 0, configuredAlive = 0
-        let configured: [[UInt8]]? = { if case .routes(let r) = settings.peers { return r.map(\.identity) } else { return nil } }()
-        var seen: Set<[UInt8]> = []
-        for i in 0..<n {
-            let id = Array(ids[(i * 32)..<(i * 32 + 32)])
-            seen.insert(id)
+        for id in order {
             var info = [UInt8](repeating: 0, count: 48)
             let rc = id.withUnsafeBufferPointer { library.getPeerInfo(ctx, $0.baseAddress, &info) }
-            guard rc == 0 else { continue }
+            let tunnel = tunnels[id].map { $0.established ? "\"established\"" : "\"opening\"" } ?? "\"none\""
+            guard rc == 0 else {
+                peerGone(ctx, id)
+                peerAlive[id] = false
+                if configured?.contains(id) == true {
+                    peersJSON.append("{\"identity\":\"\(MeshRuntimeSettings.hex(id))\",\"state\":\"unknown\",\"tunnel\":\(tunnel)}")
+                }
+                continue
+            }
             let endpoint = "\(IPv4Address(bytes: info[0..<4])):\(Int(info[4]) << 8 | Int(info[5]))"
             let meshIP = IPv4Address(bytes: info[6..<10])
             let state = ["alive", "suspected", "dead", "left"][Int(min(info[10], 3))]
@@ -445,12 +559,7 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
             let connection = ["direct", "relayed", "unknown"][Int(min(info[44], 2))]
             if isAlive { alive += 1 }
             if isAlive, configured?.contains(id) ?? true { configuredAlive += 1 }
-            // A peer that comes back (restarted) gets a fresh tunnel: close ours, re-open on next use.
-            if isAlive, peerAlive[id] == false, tunnels[id]?.open == true {
-                _ = id.withUnsafeBufferPointer { library.tunnelClose(ctx, $0.baseAddress) }
-                tunnels[id]?.open = false
-                tunnels[id]?.lastAttempt = 0
-            }
+            if info[10] >= 2 { peerGone(ctx, id) }  // dead or left; a suspected peer keeps its session
             peerAlive[id] = isAlive
             if isAlive, !meshIP.isUnspecified, let prefix = IPPrefix(address: .v4(meshIP), length: 32) {
                 autoEntries.append(.init(prefix: prefix, identity: id))
@@ -459,12 +568,8 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
             if configured == nil { prefixes = isAlive && !meshIP.isUnspecified ? ["\(meshIP)/32"] : [] }
             else { prefixes = routes.withLock { $0.entries.filter { $0.identity == id }.map { $0.prefix.description } } }
             peersJSON.append("{\"identity\":\"\(MeshRuntimeSettings.hex(id))\",\"state\":\"\(state)\",\"endpoint\":\"\(endpoint)\","
-                             + "\"meshIPv4\":\"\(meshIP)\",\"connection\":\"\(connection)\",\"tunnel\":\(tunnels[id]?.open == true ? "\"open\"" : "\"closed\""),"
-                             + "\"prefixes\":[\(prefixes.map(jsonString).joined(separator: ","))]}")
-        }
-        for id in configured ?? [] where !seen.contains(id) {
-            peerAlive[id] = false
-            peersJSON.append("{\"identity\":\"\(MeshRuntimeSettings.hex(id))\",\"state\":\"unknown\",\"tunnel\":\(tunnels[id]?.open == true ? "\"open\"" : "\"closed\"")}")
+                             + "\"meshIPv4\":\"\(meshIP)\",\"connection\":\"\(connection)\",\"wireguardKey\":\(info[11] == 1),"
+                             + "\"tunnel\":\(tunnel),\"prefixes\":[\(prefixes.map(jsonString).joined(separator: ","))]}")
         }
         if configured == nil { routes.withLock { $0 = RouteTable(entries: autoEntries) } }
         var statsJSON = "null"
@@ -474,6 +579,14 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
                 func u64(_ i: Int) -> UInt64 { (0..<8).reduce(UInt64(0)) { $0 | UInt64(out[i * 8 + $1]) << (8 * UInt64($1)) } }
                 statsJSON = "{\"directSends\":\(u64(0)),\"relaySends\":\(u64(1)),\"failedRoutes\":\(u64(2)),\"duplicateDrops\":\(u64(3))}"
             }
+        }
+        var libraryJSON = "null"
+        if let debugInfo = library.debugInfo {
+            var out = [UInt8](repeating: 0, count: 32)  // zeroed: trailing bytes are not written
+            debugInfo(ctx, &out)
+            func le(_ i: Int, _ n: Int) -> UInt32 { (0..<n).reduce(UInt32(0)) { $0 | UInt32(out[i + $1]) << (8 * UInt32($1)) } }
+            libraryJSON = "{\"boundPort\":\(le(0, 2)),\"peers\":\(le(2, 2)),\"alivePeers\":\(le(4, 2)),\"running\":\(out[6] == 1),"
+                + "\"gossipSent\":\(le(14, 4)),\"gossipReceived\":\(le(18, 4)),\"rawReceived\":\(le(22, 4)),\"ticks\":\(le(26, 4))}"
         }
         let now = ProcessControl.monotonicSeconds()
         let sendsFailing = lastSendFailure > lastSendOK && now - lastSendFailure < 2
@@ -485,8 +598,21 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
             snapshot.phase = phase
             snapshot.peersJSON = json
             snapshot.routeStatsJSON = statsJSON
+            snapshot.libraryJSON = libraryJSON
             snapshot.alivePeers = alive
         }
+    }
+
+    /// A peer is dead, has left or is no longer a member: whatever session
+    /// we hold with it is stale once it comes back (a restarted peer has new
+    /// session keys), so the tunnel is closed (the peer leaves the library's
+    /// device) and the next packet to it opens a fresh one. No-op without a
+    /// tunnel.
+    private func peerGone(_ ctx: MeshLibrary.Context, _ id: [UInt8]) {
+        dropPending(id)
+        guard tunnels[id] != nil else { return }
+        id.withUnsafeBufferPointer { library.tunnelClose(ctx, $0.baseAddress) }
+        tunnels[id] = nil
     }
 
     // MARK: - Consumer

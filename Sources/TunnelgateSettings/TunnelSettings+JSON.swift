@@ -32,6 +32,8 @@ extension TunnelSettings {
 struct SettingsReader {
     var problems: [ConfigProblem] = []
     var secretFiles: any SecretFileReader = NoSecretFiles()
+    /// Where `ipv4Settings.addresses` says "auto" (the mesh address).
+    var meshAddress: (index: Int, path: String)?
 
     mutating func problem(_ path: String, _ reason: String) {
         problems.append(ConfigProblem(path: path, reason: reason))
@@ -152,6 +154,11 @@ struct SettingsReader {
                 if !carriers.contains(where: { $0.host == endpoint.host }) { carriers.append(endpoint) }
             }
         }
+        if let (_, p) = meshAddress, runtime != nil {
+            if case .mesh? = runtime {} else {
+                problem(p, "'auto' is this node's mesh address, derived from its MeshGuard identity: it needs runtime.kind mesh")
+            }
+        }
 
         let forwarding = top["forwarding"].flatMap { readForwarding($0) }
 
@@ -159,7 +166,7 @@ struct SettingsReader {
         return TunnelSettings(name: name, tunnelRemoteAddress: remote, mtu: mtu, ipv4Settings: ipv4,
                               ipv6Settings: ipv6, dnsSettings: dns, includeAllNetworks: includeAll,
                               excludeLocalNetworks: excludeLocal, carrierEndpoints: carriers, runtime: runtime,
-                              forwarding: forwarding)
+                              forwarding: forwarding, meshAddressIndex: meshAddress?.index)
     }
 
     mutating func readIPv4(_ entry: (JSONValue, String)) -> IPv4Settings? {
@@ -170,6 +177,13 @@ struct SettingsReader {
         if m["addresses"] == nil { problem("\(path).addresses", "missing (NEIPv4Settings needs at least one address)") }
         for (value, p) in addressEntries ?? [] {
             guard let text = string((value, p)) else { continue }
+            if text == "auto" {
+                // This node's mesh address, derived from its identity when planned (mesh runtime only).
+                if meshAddress != nil { problem(p, "'auto' is listed twice") }
+                else { meshAddress = (addresses.count, p) }
+                addresses.append(IPv4Address(0))
+                continue
+            }
             guard let a = IPv4Address(text) else {
                 problem(p, IPv6Address(text) != nil ? "\(text) is an IPv6 address in ipv4Settings" : "\(quoted(text)) is not an IPv4 address")
                 continue

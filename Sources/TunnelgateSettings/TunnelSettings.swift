@@ -30,6 +30,11 @@ public struct TunnelSettings: Sendable, Equatable {
     public var runtime: RuntimeSettings
     /// Gateway mode: other hosts or namespaces routed through this one use the tunnel.
     public var forwarding: ForwardingSettings?
+    /// `ipv4Settings.addresses[i]` was written `"auto"`: this node's mesh
+    /// IPv4, derived from its MeshGuard identity (mesh runtime only). Until
+    /// `resolvingMeshAddress` fills it in, that entry is 0.0.0.0 and the
+    /// settings cannot be planned.
+    public var meshAddressIndex: Int?
 
     public static let defaultName = "tg0"
     public static let defaultMTU = 1500
@@ -42,7 +47,8 @@ public struct TunnelSettings: Sendable, Equatable {
                 ipv4Settings: IPv4Settings? = nil, ipv6Settings: IPv6Settings? = nil,
                 dnsSettings: DNSSettings? = nil, includeAllNetworks: Bool = false,
                 excludeLocalNetworks: Bool = false, carrierEndpoints: [CarrierEndpoint] = [],
-                runtime: RuntimeSettings = .none, forwarding: ForwardingSettings? = nil) {
+                runtime: RuntimeSettings = .none, forwarding: ForwardingSettings? = nil,
+                meshAddressIndex: Int? = nil) {
         self.name = name
         self.tunnelRemoteAddress = tunnelRemoteAddress
         self.mtu = mtu
@@ -54,6 +60,26 @@ public struct TunnelSettings: Sendable, Equatable {
         self.carrierEndpoints = carrierEndpoints
         self.runtime = runtime
         self.forwarding = forwarding
+        self.meshAddressIndex = meshAddressIndex
+    }
+}
+
+extension TunnelSettings {
+    /// The key path of the `"auto"` address, for messages.
+    public var meshAddressPath: String? { meshAddressIndex.map { "ipv4Settings.addresses[\($0)]" } }
+
+    /// The settings with the node's own mesh address in place of `"auto"`.
+    public func resolvingMeshAddress(_ address: IPv4Address) throws(ConfigurationError) -> TunnelSettings {
+        guard let i = meshAddressIndex, var v4 = ipv4Settings else { return self }
+        if let j = v4.addresses.indices.first(where: { $0 != i && v4.addresses[$0] == address }) {
+            throw ConfigurationError([ConfigProblem(path: "ipv4Settings.addresses[\(j)]",
+                                                    reason: "\(address) is also this node's mesh address ('auto' at [\(i)])")])
+        }
+        v4.addresses[i] = address
+        var s = self
+        s.ipv4Settings = v4
+        s.meshAddressIndex = nil
+        return s
     }
 }
 

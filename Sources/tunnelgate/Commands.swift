@@ -83,7 +83,27 @@ extension CommandLine {
     }
 
     static func plan(_ path: String, netns: String?) throws -> Int32 {
-        let settings = try loadSettings(path)
+        var settings = try loadSettings(path)
+        // A mesh node's identity (and mesh address) from its seed file; never created by plan.
+        var identityLine: String?
+        if case .mesh(let m) = settings.runtime {
+            let identity: MeshIdentity?
+            do { identity = try MeshIdentity.read(m) } catch { throw Failure(error.description) }
+            if let identity {
+                identityLine = "# mesh identity \(identity.hex), mesh IPv4 \(identity.meshIPv4) "
+                    + "(derived from runtime.identitySeedFile; peers name this node by the identity)"
+                do { settings = try settings.resolvingMeshAddress(identity.meshIPv4) } catch {
+                    throw InvalidConfiguration(path: path, error: error)
+                }
+            } else if let key = settings.meshAddressPath {
+                throw Failure("\(path): \(key): 'auto' is this node's mesh address, derived from its identity, and "
+                              + "\(m.identitySeedFile) does not exist yet"
+                              + (m.generateIdentity ? " (runtime.generateIdentity creates it at `tunnelgate up`)" : ""))
+            } else {
+                identityLine = "# mesh identity: \(m.identitySeedFile) does not exist yet"
+                    + (m.generateIdentity ? "; `tunnelgate up` creates it (runtime.generateIdentity)" : "")
+            }
+        }
         let gateway = try Gateway(readOnly: true, namespace: try namespace(netns))
         let plan: TunnelPlan
         do {
@@ -92,13 +112,14 @@ extension CommandLine {
             throw InvalidConfiguration(path: path, error: e)
         }
         for line in plan.describe() { print(line) }
+        if let identityLine { print(identityLine) }
         return ExitCode.success
     }
 
     static func up(_ path: String, netns: String?, detach: Bool, readyFD: Int32?) throws -> Int32 {
         // Validate in the caller's process so that errors reach the terminal
         // directly and nothing is started for a bad configuration.
-        let settings = try loadSettings(path)
+        var settings = try loadSettings(path)
         let isolated = try namespace(netns)
         if detach { return try spawnDetached(path, netns: netns, settings: settings) }
 
@@ -110,6 +131,12 @@ extension CommandLine {
         // The runtime's library, symbols and secret are checked before the kernel is touched.
         let host: HostedRuntime?
         do { host = try makeRuntime(settings.runtime) } catch { throw fail(error.description) }
+        if let mesh = host as? MeshRuntimeHost {
+            // "auto" in ipv4Settings.addresses: the node's own mesh IPv4, derived from its identity.
+            do { settings = try settings.resolvingMeshAddress(mesh.identity.meshIPv4) } catch {
+                throw fail(InvalidConfiguration(path: path, error: error).description)
+            }
+        }
         let signals = try TerminationSignals.block()
         let gateway = try Gateway(namespace: isolated)
         if ready == nil { gateway.log = { printError("tunnelgate: \($0)") } }

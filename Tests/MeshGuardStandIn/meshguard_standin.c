@@ -1,32 +1,48 @@
 /*
  * TEST FIXTURE — NOT MeshGuard. A stand-in for libmeshguard-ffi.so with the same C signatures as the
- * parts of MeshGuard's C ABI that Tunnelgate's mesh runtime binds, so that the end-to-end tests can run
- * two Tunnelgate instances over a "mesh" without the real library (CI cannot fetch it).
+ * parts of MeshGuard's C ABI that Tunnelgate's mesh runtime binds (checked against MeshGuard's
+ * src/meshguard_ffi.zig), so that the end-to-end tests can run two Tunnelgate instances over a "mesh"
+ * without the real library (CI cannot build it: it needs Zig).
  *
- * What it really does: payloads travel over real UDP between processes. There is NO cryptography, NO
+ * What it really does: payloads travel over real UDP between processes. There is NO encryption, NO
  * WireGuard, NO NAT traversal, NO relays: never use it for anything but tests.
  *
- *   identity (the "public key") = seed XOR 0xa5, byte by byte (so tests can compute it);
- *   mesh IPv4 = $MESHGUARD_STANDIN_MESH_IP (0.0.0.0 when unset);
+ * What it shares with MeshGuard, so the tests exercise the same paths as a real run:
+ *   identity  = the Ed25519 public key of the 32-byte seed (libsodium's crypto_sign_seed_keypair: the
+ *               RFC 8032 derivation MeshGuard's meshguard_init uses);
+ *   mesh IPv4 = 10.99.a.b from BLAKE3(identity), as MeshGuard derives it (a = h[0], 0 -> 1;
+ *               b = h[1], 0 -> 1, 255 -> 254);
+ *   tunnels   = a "device" per context: meshguard_tunnel_open puts the peer in it and sends a handshake
+ *               ('I'); a peer that receives one from a member puts the sender in its device with a
+ *               session and answers ('R'), which gives the opener its session. meshguard_tunnel_send
+ *               answers -4 (not in the device), -5 (no session yet) like MeshGuard; data ('D') from a
+ *               sender without a session is dropped (a restarted peer has none), as WireGuard drops it;
+ *               meshguard_tunnel_open refuses a second handshake to a peer within 5 s (-7);
+ *   peers     = the alive ones only in meshguard_peer_count / meshguard_get_peers; every member in
+ *               meshguard_get_peer_info (48 bytes, the same layout).
+ *
  *   every 100 ms the event loop sends HELLO(identity, mesh IPv4) to the joined seed and to every known
  *   peer; a peer is alive while heard from within 600 ms, suspected until 1.5 s, dead after;
- *   datagrams: 'H' identity[32] meship[4]  |  'D' identity[32] payload (≤ 1,396 bytes);
+ *   datagrams: 'H' identity[32] meship[4]  |  'I'/'R' identity[32]  |  'D' identity[32] payload (<= 1,396);
  *   the tunnel receive queue holds 256 entries, one consumer, drops when full (like MeshGuard's).
  *
  * Test hooks: $MESHGUARD_STANDIN_CONTROL names a directory; when a file "spoof" appears in it, the event
  * loop sends every alive peer one ICMP echo request whose source is 10.99.0.9 (outside any allowed
- * prefix) and removes the file. $MESHGUARD_STANDIN_LOG names a file to which init/join/destroy append
- * a line, so tests can count meshguard_destroy calls.
+ * prefix, and never a derived address: the third octet of one is never 0) and removes the file.
+ * $MESHGUARD_STANDIN_LOG names a file to which init/join/destroy append a line, so tests can count
+ * meshguard_destroy calls.
  *
- * Build: Tests/MeshGuardStandIn/build.sh OUTDIR (with -DSTANDIN_OMIT_RECV: the variant missing a
- * required symbol).
+ * Build: Tests/MeshGuardStandIn/build.sh OUTDIR (gcc, libsodium; with -DSTANDIN_OMIT_RECV: the variant
+ * missing a required symbol).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,7 +61,9 @@ typedef struct {
     struct sockaddr_in addr;
     uint8_t meship[4];
     double last_seen;
-    bool tunnel_open;
+    bool in_device;     /* in the "WireGuard device": tunnel_open called, or the peer's handshake came */
+    bool session;       /* a handshake completed */
+    double last_init;   /* our last handshake initiation to it (5 s limit) */
 } peer_t;
 
 typedef struct {
@@ -56,6 +74,7 @@ typedef struct {
 
 typedef struct meshguard_ctx {
     int fd;
+    uint16_t port;
     uint8_t id[32];
     uint8_t meship[4];
     pthread_mutex_t lock;
@@ -66,8 +85,52 @@ typedef struct meshguard_ctx {
     pthread_t loop;
     entry_t *queue;
     int qhead, qcount;
+    uint32_t sent, received, raw_received, ticks;
     uint64_t direct_sends, failed_routes, queue_drops;
 } meshguard_ctx;
+
+/* --- BLAKE3 of at most one 64-byte block (a 32-byte key), written from the BLAKE3 specification ------ */
+static const uint32_t B3_IV[8] = {0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A,
+                                  0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19};
+static const int B3_PERM[16] = {2, 6, 3, 10, 7, 0, 4, 13, 1, 11, 12, 5, 9, 14, 15, 8};
+
+static uint32_t rotr32(uint32_t x, int n) { return x >> n | x << (32 - n); }
+
+static void b3_g(uint32_t *v, int a, int b, int c, int d, uint32_t x, uint32_t y) {
+    v[a] += v[b] + x; v[d] = rotr32(v[d] ^ v[a], 16);
+    v[c] += v[d];     v[b] = rotr32(v[b] ^ v[c], 12);
+    v[a] += v[b] + y; v[d] = rotr32(v[d] ^ v[a], 8);
+    v[c] += v[d];     v[b] = rotr32(v[b] ^ v[c], 7);
+}
+
+static void blake3_small(const uint8_t *in, size_t len, uint8_t out[32]) {
+    uint32_t m[16] = {0}, v[16], t[16];
+    for (size_t i = 0; i < len && i < 64; i++) m[i / 4] |= (uint32_t)in[i] << (8 * (i % 4));
+    memcpy(v, B3_IV, sizeof B3_IV);
+    memcpy(v + 8, B3_IV, 4 * sizeof(uint32_t));
+    v[12] = 0; v[13] = 0; v[14] = (uint32_t)len; v[15] = 1 | 2 | 8; /* CHUNK_START | CHUNK_END | ROOT */
+    for (int r = 0; r < 7; r++) {
+        b3_g(v, 0, 4, 8, 12, m[0], m[1]);   b3_g(v, 1, 5, 9, 13, m[2], m[3]);
+        b3_g(v, 2, 6, 10, 14, m[4], m[5]);  b3_g(v, 3, 7, 11, 15, m[6], m[7]);
+        b3_g(v, 0, 5, 10, 15, m[8], m[9]);  b3_g(v, 1, 6, 11, 12, m[10], m[11]);
+        b3_g(v, 2, 7, 8, 13, m[12], m[13]); b3_g(v, 3, 4, 9, 14, m[14], m[15]);
+        for (int i = 0; i < 16; i++) t[i] = m[B3_PERM[i]];
+        memcpy(m, t, sizeof m);
+    }
+    for (int i = 0; i < 8; i++) {
+        uint32_t w = v[i] ^ v[i + 8];
+        for (int b = 0; b < 4; b++) out[4 * i + b] = (uint8_t)(w >> (8 * b));
+    }
+}
+
+/* MeshGuard's mesh IPv4 of an identity. */
+static void derive_meship(const uint8_t id[32], uint8_t ip[4]) {
+    uint8_t h[32];
+    blake3_small(id, 32, h);
+    ip[0] = 10; ip[1] = 99;
+    ip[2] = h[0] == 0 ? 1 : h[0];
+    ip[3] = h[1] == 0 ? 1 : h[1] == 255 ? 254 : h[1];
+}
 
 static double now_s(void) {
     struct timespec ts;
@@ -95,12 +158,23 @@ static int peer_state(const peer_t *p) {
     return age < 0.6 ? 0 : age < 1.5 ? 1 : 2;
 }
 
+static void send_to(meshguard_ctx *c, const void *msg, size_t n, const struct sockaddr_in *to) {
+    if (sendto(c->fd, msg, n, MSG_DONTWAIT, (const struct sockaddr *)to, sizeof *to) == (ssize_t)n) c->sent++;
+}
+
 static void send_hello(meshguard_ctx *c, const struct sockaddr_in *to) {
     uint8_t msg[37];
     msg[0] = 'H';
     memcpy(msg + 1, c->id, 32);
     memcpy(msg + 33, c->meship, 4);
-    sendto(c->fd, msg, sizeof msg, MSG_DONTWAIT, (const struct sockaddr *)to, sizeof *to);
+    send_to(c, msg, sizeof msg, to);
+}
+
+static void send_handshake(meshguard_ctx *c, char kind, const struct sockaddr_in *to) {
+    uint8_t msg[33];
+    msg[0] = (uint8_t)kind;
+    memcpy(msg + 1, c->id, 32);
+    send_to(c, msg, sizeof msg, to);
 }
 
 static uint16_t ip_checksum(const uint8_t *p, size_t n) {
@@ -127,7 +201,7 @@ static void send_spoofed(meshguard_ctx *c, const peer_t *p) {
     ip[24] = 0x12; ip[25] = 0x34; ip[27] = 1;
     s = ip_checksum(ip + 20, 8);
     ip[22] = s >> 8; ip[23] = s & 0xff;
-    sendto(c->fd, msg, sizeof msg, MSG_DONTWAIT, (const struct sockaddr *)&p->addr, sizeof p->addr);
+    send_to(c, msg, sizeof msg, &p->addr);
 }
 
 static void check_control(meshguard_ctx *c) {
@@ -146,6 +220,7 @@ static void check_control(meshguard_ctx *c) {
 static void handle(meshguard_ctx *c, const uint8_t *buf, ssize_t n, const struct sockaddr_in *from) {
     if (n < 33) return;
     pthread_mutex_lock(&c->lock);
+    c->raw_received++;
     peer_t *p = find_peer(c, buf + 1);
     if (buf[0] == 'H' && n == 37) {
         if (!p && c->npeers < MAX_PEERS) {
@@ -158,11 +233,20 @@ static void handle(meshguard_ctx *c, const uint8_t *buf, ssize_t n, const struct
             p->addr = *from;
             memcpy(p->meship, buf + 33, 4);
             p->last_seen = now_s();
+            c->received++;
             if (was_dead) send_hello(c, from);
         }
-    } else if (buf[0] == 'D' && p) {
+    } else if (buf[0] == 'I' && n == 33 && p) {
+        /* A handshake from a member: it enters our device with a session; answer it. */
         p->addr = *from;
-        p->last_seen = now_s();
+        p->in_device = true;
+        p->session = true;
+        c->received++;
+        send_handshake(c, 'R', from);
+    } else if (buf[0] == 'R' && n == 33 && p && p->in_device) {
+        p->session = true;
+        c->received++;
+    } else if (buf[0] == 'D' && p && p->session) {
         size_t len = (size_t)n - 33;
         if (len <= 1500) {
             if (c->qcount == QUEUE_SLOTS) {
@@ -186,6 +270,7 @@ static void *event_loop(void *arg) {
     for (;;) {
         pthread_mutex_lock(&c->lock);
         bool running = c->running;
+        c->ticks++;
         pthread_mutex_unlock(&c->lock);
         if (!running) break;
         double t = now_s();
@@ -214,21 +299,25 @@ static void *event_loop(void *arg) {
 }
 
 void *meshguard_init(const uint8_t *seed, uint16_t listen_port) {
-    if (!seed) return NULL;
+    if (!seed || sodium_init() < 0) return NULL;
     meshguard_ctx *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->queue = calloc(QUEUE_SLOTS, sizeof(entry_t));
     c->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(listen_port)};
-    if (!c->queue || c->fd < 0 || bind(c->fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    socklen_t al = sizeof a;
+    if (!c->queue || c->fd < 0 || bind(c->fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(c->fd, (struct sockaddr *)&a, &al) != 0) {
         if (c->fd >= 0) close(c->fd);
         free(c->queue);
         free(c);
         return NULL;
     }
-    for (int i = 0; i < 32; i++) c->id[i] = seed[i] ^ 0xa5;
-    const char *ip = getenv("MESHGUARD_STANDIN_MESH_IP");
-    if (ip) inet_pton(AF_INET, ip, c->meship);
+    c->port = ntohs(a.sin_port);
+    uint8_t sk[crypto_sign_SECRETKEYBYTES];
+    crypto_sign_seed_keypair(c->id, sk, seed);
+    sodium_memzero(sk, sizeof sk);
+    derive_meship(c->id, c->meship);
     pthread_mutex_init(&c->lock, NULL);
     log_line("init");
     return c;
@@ -239,37 +328,57 @@ int32_t meshguard_join(void *ctx, const uint8_t *ipv4, uint16_t port) {
     if (!c || !ipv4) return -1;
     if (c->joined) return -2;
     c->seed.sin_family = AF_INET;
-    c->seed.sin_port = htons(port);
+    c->seed.sin_port = htons(port ? port : 51821);
     memcpy(&c->seed.sin_addr, ipv4, 4);
     c->running = true;
-    if (pthread_create(&c->loop, NULL, event_loop, c) != 0) { c->running = false; return -3; }
+    if (pthread_create(&c->loop, NULL, event_loop, c) != 0) { c->running = false; return -1; }
     c->joined = true;
     log_line("join");
     return 0;
 }
 
-int32_t meshguard_get_pubkey(void *ctx, uint8_t *out) {
-    meshguard_ctx *c = ctx;
-    if (!c || !out) return -1;
-    memcpy(out, c->id, 32);
-    return 0;
+/* "host:port", resolved to IPv4 (A), like MeshGuard's; -11 when it does not resolve. */
+int32_t meshguard_join_host(void *ctx, const char *host_port) {
+    if (!ctx || !host_port) return -1;
+    char host[256];
+    const char *colon = strrchr(host_port, ':');
+    if (!colon || (size_t)(colon - host_port) >= sizeof host) return -11;
+    memcpy(host, host_port, (size_t)(colon - host_port));
+    host[colon - host_port] = 0;
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || port < 0 || port > 65535) return -11;
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *res;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0) return -11;
+    uint8_t ip[4];
+    memcpy(ip, &((struct sockaddr_in *)res->ai_addr)->sin_addr, 4);
+    freeaddrinfo(res);
+    return meshguard_join(ctx, ip, (uint16_t)port);
 }
 
-int32_t meshguard_peer_count(void *ctx) {
+void meshguard_get_pubkey(void *ctx, uint8_t *out) {
+    meshguard_ctx *c = ctx;
+    if (!c || !out) return;
+    memcpy(out, c->id, 32);
+}
+
+uint32_t meshguard_peer_count(void *ctx) {
     meshguard_ctx *c = ctx;
     if (!c) return 0;
     pthread_mutex_lock(&c->lock);
-    int n = c->npeers;
+    uint32_t n = 0;
+    for (int i = 0; i < c->npeers; i++) n += peer_state(&c->peers[i]) == 0;
     pthread_mutex_unlock(&c->lock);
     return n;
 }
 
-int32_t meshguard_get_peers(void *ctx, uint8_t *out, uint32_t max) {
+uint32_t meshguard_get_peers(void *ctx, uint8_t *out, uint32_t max) {
     meshguard_ctx *c = ctx;
-    if (!c || !out) return -1;
+    if (!c || !out) return 0;
     pthread_mutex_lock(&c->lock);
-    int n = c->npeers < (int)max ? c->npeers : (int)max;
-    for (int i = 0; i < n; i++) memcpy(out + 32 * i, c->peers[i].id, 32);
+    uint32_t n = 0;
+    for (int i = 0; i < c->npeers && n < max; i++)
+        if (peer_state(&c->peers[i]) == 0) memcpy(out + 32 * n++, c->peers[i].id, 32);
     pthread_mutex_unlock(&c->lock);
     return n;
 }
@@ -279,12 +388,12 @@ int32_t meshguard_get_peer_info(void *ctx, const uint8_t *id, uint8_t *out) {
     if (!c || !id || !out) return -1;
     pthread_mutex_lock(&c->lock);
     peer_t *p = find_peer(c, id);
-    if (!p) { pthread_mutex_unlock(&c->lock); return -2; }
+    if (!p) { pthread_mutex_unlock(&c->lock); return -1; }
     memcpy(out, &p->addr.sin_addr, 4);
     memcpy(out + 4, &p->addr.sin_port, 2); /* network order = big-endian */
     memcpy(out + 6, p->meship, 4);
     out[10] = (uint8_t)peer_state(p);
-    out[11] = 0;
+    out[11] = 0; /* no WireGuard key: the stand-in has none */
     memset(out + 12, 0, 32);
     out[44] = 0; out[45] = 0; out[46] = 0;
     pthread_mutex_unlock(&c->lock);
@@ -294,34 +403,44 @@ int32_t meshguard_get_peer_info(void *ctx, const uint8_t *id, uint8_t *out) {
 int32_t meshguard_tunnel_open(void *ctx, const uint8_t *id) {
     meshguard_ctx *c = ctx;
     if (!c || !id) return -1;
+    if (!c->running) return -2;
     pthread_mutex_lock(&c->lock);
     peer_t *p = find_peer(c, id);
-    if (p) p->tunnel_open = true;
+    int32_t rc = 0;
+    if (!p) rc = -3;
+    else if (!p->addr.sin_port) rc = -5;
+    else if (p->last_init != 0 && now_s() - p->last_init < 5) rc = -7;
+    else {
+        p->in_device = true;
+        p->last_init = now_s();
+        send_handshake(c, 'I', &p->addr);
+    }
     pthread_mutex_unlock(&c->lock);
-    return p ? 0 : -2;
+    return rc;
 }
 
-int32_t meshguard_tunnel_close(void *ctx, const uint8_t *id) {
+void meshguard_tunnel_close(void *ctx, const uint8_t *id) {
     meshguard_ctx *c = ctx;
-    if (!c || !id) return -1;
+    if (!c || !id) return;
     pthread_mutex_lock(&c->lock);
     peer_t *p = find_peer(c, id);
-    if (p) p->tunnel_open = false;
+    if (p) { p->in_device = false; p->session = false; p->last_init = 0; }
     pthread_mutex_unlock(&c->lock);
-    return p ? 0 : -2;
 }
 
 int32_t meshguard_tunnel_send(void *ctx, const uint8_t *id, const uint8_t *data, uint32_t len) {
     meshguard_ctx *c = ctx;
-    if (!c || !id || !data || len == 0) return -1;
+    if (!c || !id || !data) return -1;
+    if (!c->running) return -2;
     if (len > MAX_PAYLOAD) return -3;
     uint8_t msg[1 + 32 + MAX_PAYLOAD];
     pthread_mutex_lock(&c->lock);
     peer_t *p = find_peer(c, id);
-    if (!p || !p->tunnel_open || peer_state(p) == 2) {
+    int32_t rc = !p || !p->in_device ? -4 : !p->session ? -5 : 0;
+    if (rc != 0) {
         c->failed_routes++;
         pthread_mutex_unlock(&c->lock);
-        return -2;
+        return rc;
     }
     struct sockaddr_in to = p->addr;
     c->direct_sends++;
@@ -330,7 +449,7 @@ int32_t meshguard_tunnel_send(void *ctx, const uint8_t *id, const uint8_t *data,
     memcpy(msg + 1, c->id, 32);
     memcpy(msg + 33, data, len);
     ssize_t n = sendto(c->fd, msg, 33 + len, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof to);
-    return n == (ssize_t)(33 + len) ? 0 : -4;
+    return n == (ssize_t)(33 + len) ? 0 : -7;
 }
 
 #ifndef STANDIN_OMIT_RECV
@@ -350,20 +469,36 @@ int32_t meshguard_tunnel_recv(void *ctx, uint8_t *out, uint32_t *len, uint8_t *s
 }
 #endif
 
-int32_t meshguard_suspend(void *ctx) {
+void meshguard_suspend(void *ctx) {
     meshguard_ctx *c = ctx;
-    if (!c) return -1;
+    if (!c) return;
     pthread_mutex_lock(&c->lock); c->suspended = true; pthread_mutex_unlock(&c->lock);
-    return 0;
 }
 
-int32_t meshguard_resume(void *ctx) {
+void meshguard_resume(void *ctx) {
     meshguard_ctx *c = ctx;
-    if (!c) return -1;
+    if (!c) return;
     pthread_mutex_lock(&c->lock); c->suspended = false; pthread_mutex_unlock(&c->lock);
-    return 0;
 }
 
+/* The layout of MeshGuard's meshguard_debug_info (little-endian; bytes 30.. not written). */
+void meshguard_debug_info(void *ctx, uint8_t *out) {
+    meshguard_ctx *c = ctx;
+    if (!c || !out) return;
+    pthread_mutex_lock(&c->lock);
+    uint32_t alive = 0;
+    for (int i = 0; i < c->npeers; i++) alive += peer_state(&c->peers[i]) == 0;
+    uint32_t fields[][3] = {{0, 2, c->port}, {2, 2, (uint32_t)c->npeers}, {4, 2, alive}, {8, 2, c->port},
+                            {10, 4, (uint32_t)c->npeers}, {14, 4, c->sent}, {18, 4, c->received},
+                            {22, 4, c->raw_received}, {26, 4, c->ticks}};
+    for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++)
+        for (uint32_t b = 0; b < fields[f][1]; b++) out[fields[f][0] + b] = (uint8_t)(fields[f][2] >> (8 * b));
+    out[6] = c->running;
+    out[7] = c->joined;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Not in MeshGuard's source (the Apple guide's, optional); kept so the tests cover the binding. */
 int32_t meshguard_app_route_stats(void *ctx, uint8_t *out) {
     meshguard_ctx *c = ctx;
     if (!c || !out) return -1;

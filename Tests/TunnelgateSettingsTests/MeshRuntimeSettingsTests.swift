@@ -139,4 +139,90 @@ final class MeshRuntimeSettingsTests: XCTestCase {
         let p = problems(#"{"tunnelRemoteAddress": "10.0.0.1", "runtime": {"kind": "openvpn"}}"#)
         XCTAssertEqual(p, ["runtime.kind: unknown runtime kind 'openvpn' (supported: none, callback, mesh, wireguard)"])
     }
+
+    // MARK: - The mesh address ("auto")
+
+    static func bytes(_ hex: String) -> [UInt8] { MeshRuntimeSettings.parseKey(hex)! }
+
+    /// BLAKE3 against values computed with Zig's std.crypto.hash.Blake3 (the implementation MeshGuard
+    /// uses) for the BLAKE3 test-vector input pattern (byte i = i mod 251), across block boundaries.
+    func testBlake3() {
+        let expected: [Int: String] = [
+            0: "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262",
+            1: "2d3adedff11b61f14c886e35afa036736dcd87a74d27b5c1510225d0f592e213",
+            32: "e528e95798037df410543d9f31e396ecdd458d71b157d6014398bae32fb56c65",
+            63: "e9bc37a594daad83be9470df7f7b3798297c3d834ce80ba85d6e207627b7db7b",
+            64: "4eed7141ea4a5cd4b788606bd23f46e212af9cacebacdc7d1f4c6dc7f2511b98",
+            65: "de1e5fa0be70df6d2be8fffd0e99ceaa8eb6e8c93a63f2d8d1c30ecb6b263dee",
+            1023: "10108970eeda3eb932baac1428c7a2163b0e924c9a9e25b35bba72b28f70bd11",
+            1024: "42214739f095a406f3fc83deb889744ac00df831c10daa55189b5d121c855af7",
+        ]
+        for (n, digest) in expected.sorted(by: { $0.key < $1.key }) {
+            let input = (0..<n).map { UInt8($0 % 251) }
+            XCTAssertEqual(MeshRuntimeSettings.hex(Blake3.hash(input)), digest, "BLAKE3 of \(n) bytes")
+        }
+    }
+
+    /// Identities (Ed25519 public keys of the seeds 00 01 … 1f and others, as the real
+    /// libmeshguard-ffi.so's meshguard_get_pubkey reports them) and the mesh IPv4 MeshGuard derives.
+    func testMeshAddressDerivation() {
+        let cases = [
+            ("03a107bff3ce10be1d70dd18e74bc09967e4d6309ba50d5f1ddc8664125531b8", "10.99.152.186"),
+            ("79b5562e8fe654f94078b112e8a98ba7901f853ae695bed7e0e3910bad049664", "10.99.71.24"),
+            ("c5db2c53c2bcf3dd886f05e60ac9828ed244e61a4fdc09277d58bdf4af1ba29f", "10.99.22.210"),
+            ("1d82c3c7343151a824cc0c85e178a7fc56c3090faa5c8301d70c3891c15e853e", "10.99.161.250"),
+        ]
+        for (identity, address) in cases {
+            XCTAssertEqual(MeshRuntimeSettings.meshIPv4(identity: Self.bytes(identity)).description, address, identity)
+        }
+        // The edge rules: the third octet is never 0, the last never 0 or 255; always inside 10.99.0.0/16.
+        var thirdZero = false, lastEdge = false
+        for i in 0..<2000 {
+            let id = (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ i &* 13 &+ i >> 8) }
+            let a = MeshRuntimeSettings.meshIPv4(identity: id)
+            let h = Blake3.hash(id)
+            XCTAssertTrue(MeshRuntimeSettings.meshNetwork.contains(.v4(a)))
+            let b = a.description.split(separator: ".").map { Int($0)! }
+            XCTAssertNotEqual(b[2], 0); XCTAssertNotEqual(b[3], 0); XCTAssertNotEqual(b[3], 255)
+            XCTAssertEqual(b[2], h[0] == 0 ? 1 : Int(h[0]))
+            XCTAssertEqual(b[3], h[1] == 0 ? 1 : h[1] == 255 ? 254 : Int(h[1]))
+            thirdZero = thirdZero || h[0] == 0
+            lastEdge = lastEdge || h[1] == 0 || h[1] == 255
+        }
+        XCTAssertTrue(thirdZero && lastEdge, "the sample should reach the edge rules")
+    }
+
+    func autoConfig(addresses: String, runtime: String = #", "runtime": {"kind": "mesh", "library": "/l.so", "identitySeedFile": "/s", "seeds": ["10.0.0.1:1"]}"#) -> String {
+        """
+        {"tunnelRemoteAddress": "10.0.0.1", "mtu": 1396,
+         "ipv4Settings": {"addresses": \(addresses), "subnetMasks": ["255.255.0.0", "255.255.255.0"], "includedRoutes": ["10.99.0.0/16"]}\(runtime)}
+        """
+    }
+
+    func testAutoAddress() throws {
+        let s = try TunnelSettings.parse(json: Array(autoConfig(addresses: #"["10.60.0.1", "auto"]"#).utf8))
+        XCTAssertEqual(s.meshAddressIndex, 1)
+        XCTAssertEqual(s.meshAddressPath, "ipv4Settings.addresses[1]")
+        let r = try s.resolvingMeshAddress(IPv4Address("10.99.152.186")!)
+        XCTAssertNil(r.meshAddressIndex)
+        XCTAssertEqual(r.ipv4Settings?.addresses.map(\.description), ["10.60.0.1", "10.99.152.186"])
+        XCTAssertEqual(r.ipv4Settings?.interfaceAddresses.map(\.description), ["10.60.0.1/16", "10.99.152.186/24"])
+        // The derived address may not also be written out.
+        XCTAssertThrowsError(try s.resolvingMeshAddress(IPv4Address("10.60.0.1")!)) { e in
+            XCTAssertEqual((e as? ConfigurationError)?.problems.map(\.description),
+                           ["ipv4Settings.addresses[0]: 10.60.0.1 is also this node's mesh address ('auto' at [1])"])
+        }
+        // Without "auto", nothing to resolve.
+        let fixed = try TunnelSettings.parse(json: Array(autoConfig(addresses: #"["10.60.0.1", "10.60.1.1"]"#).utf8))
+        XCTAssertNil(fixed.meshAddressIndex)
+        XCTAssertEqual(try fixed.resolvingMeshAddress(IPv4Address("10.99.1.1")!), fixed)
+    }
+
+    func testAutoAddressNeedsTheMeshRuntime() {
+        XCTAssertEqual(problems(autoConfig(addresses: #"["auto", "10.60.0.1"]"#, runtime: "")),
+                       ["ipv4Settings.addresses[0]: 'auto' is this node's mesh address, derived from its MeshGuard identity: it needs runtime.kind mesh"])
+        XCTAssertEqual(problems(autoConfig(addresses: #"["auto", "auto"]"#)), ["ipv4Settings.addresses[1]: 'auto' is listed twice"])
+        XCTAssertTrue(problems(autoConfig(addresses: #"["automatic", "10.60.0.1"]"#))
+            .contains("ipv4Settings.addresses[0]: 'automatic' is not an IPv4 address"))
+    }
 }
