@@ -84,7 +84,7 @@ public final class WireGuardRuntime: HostedRuntime {
     }
 
     public func status() throws(RuntimeError) -> RuntimeState {
-        let s = device.snapshot.withLock { $0 }
+        let s = device.snapshot()
         let phase: RuntimeState.Phase
         if let failure = s.failure {
             return RuntimeState(phase: .failed, interface: nil, error: failure,

@@ -38,7 +38,12 @@ public final class WireGuardDevice: @unchecked Sendable {
         public var failure: String?
     }
 
-    public let snapshot = Mutex(Snapshot())
+    private let published = Mutex(Snapshot())
+    /// Set by stop(); the device thread exits when it sees it.
+    private let stopping = Atomic<Bool>(false)
+    /// Snapshot requests made and answered: a reader asks, wakes the thread, and waits for the answer.
+    private let requested = Atomic<UInt64>(0)
+    private let answered = Atomic<UInt64>(0)
     let timers: WireGuardTimers
     let log: @Sendable (String) -> Void
 
@@ -141,7 +146,7 @@ public final class WireGuardDevice: @unchecked Sendable {
                 throw RuntimeError("the WireGuard API socket \(uapiPath): \(error)")
             }
         }
-        snapshot.withLock { $0.running = true }
+        published.withLock { $0.running = true }
         // Peers with a persistent keepalive start their handshake at once (as a kernel interface does on up).
         let now = ProcessControl.monotonicSeconds()
         for peer in peers.values where peer.persistentKeepalive > 0 && peer.endpoint != nil {
@@ -158,6 +163,7 @@ public final class WireGuardDevice: @unchecked Sendable {
     /// removes the UAPI socket. Once; later calls do nothing.
     public func stop() {
         if let thread {
+            stopping.store(true, ordering: .releasing)
             var one: UInt8 = 1
             _ = Glibc.write(wakeWriter.rawValue, &one, 1)
             thread.join()
@@ -169,14 +175,30 @@ public final class WireGuardDevice: @unchecked Sendable {
         uapi?.close(); uapi = nil
         if let uapiPath { FileSystem.remove(uapiPath) }
         uapiPath = nil
-        snapshot.withLock { $0.running = false }
+        published.withLock { $0.running = false }
+    }
+
+    /// The device's state now: the device thread publishes it on request
+    /// (within 200 ms, else the last one published is returned).
+    public func snapshot() -> Snapshot {
+        guard thread != nil else { return published.withLock { $0 } }
+        let ticket = requested.add(1, ordering: .acquiringAndReleasing).newValue
+        var one: UInt8 = 0
+        _ = Glibc.write(wakeWriter.rawValue, &one, 1)
+        let deadline = ProcessControl.monotonicSeconds() + 0.2
+        var pause = 0.0001
+        while answered.load(ordering: .acquiring) < ticket, ProcessControl.monotonicSeconds() < deadline {
+            ProcessControl.sleep(seconds: pause)
+            pause = min(pause * 2, 0.005)
+        }
+        return published.withLock { $0 }
     }
 
     // MARK: - The device thread
 
     private func run() {
         var fds = [pollfd](repeating: pollfd(fd: -1, events: Int16(POLLIN), revents: 0), count: 5)
-        var nextPublish = ProcessControl.monotonicSeconds()
+        var drain = [UInt8](repeating: 0, count: 64)
         while true {
             fds[0].fd = tun.rawValue
             fds[1].fd = udp4?.rawValue ?? -1
@@ -184,25 +206,29 @@ public final class WireGuardDevice: @unchecked Sendable {
             fds[3].fd = uapi?.rawValue ?? -1
             fds[4].fd = wake.rawValue
             var now = ProcessControl.monotonicSeconds()
-            let deadline = min(nextTimerDeadline() ?? .infinity, nextPublish)
+            let deadline = nextTimerDeadline() ?? .infinity
             let timeout = max(0, deadline - now)
             let rc = fds.withUnsafeMutableBufferPointer {
                 CTunnelgateShims_poll_nanoseconds($0.baseAddress, 5, timeout.isFinite ? Int64(timeout * 1e9) : -1)
             }
             if rc < 0 && errno != EINTR {
-                snapshot.withLock { $0.failure = "poll: \(Errno.current)" }
+                published.withLock { $0.failure = "poll: \(Errno.current)" }
                 return
             }
-            if fds[4].revents != 0 { return }
+            if fds[4].revents != 0 {
+                if stopping.load(ordering: .acquiring) { return }
+                _ = drain.withUnsafeMutableBytes { Glibc.read(wake.rawValue, $0.baseAddress, $0.count) }
+            }
             now = ProcessControl.monotonicSeconds()
             if fds[1].revents != 0, let udp4 { receiveDatagrams(udp4, now: now) }
             if fds[2].revents != 0, let udp6 { receiveDatagrams(udp6, now: now) }
             if fds[0].revents & Int16(POLLIN) != 0 { readTun(now: now) }
             if fds[3].revents != 0 { serveUAPI(now: now) }
             runTimers(now: ProcessControl.monotonicSeconds())
-            if now >= nextPublish {
+            let asked = requested.load(ordering: .acquiring)
+            if asked > answered.load(ordering: .relaxed) {
                 publish()
-                nextPublish = now + 0.25
+                answered.store(asked, ordering: .releasing)
             }
         }
     }
@@ -814,6 +840,8 @@ public final class WireGuardDevice: @unchecked Sendable {
                 if line.isEmpty || total > 1 << 20 { break }
                 lines.append(Substring(String(decoding: line, as: UTF8.self)))
             }
+            // wg(8) connects and closes without a word to see whether an interface is there.
+            if lines.isEmpty { continue }
             var reply: String
             do throws(UAPI.Failure) {
                 switch try UAPI.parse(lines) {
@@ -826,7 +854,15 @@ public final class WireGuardDevice: @unchecked Sendable {
                 log("wg API: \(error.description)")
                 reply = "errno=\(error.errno)\n\n"
             }
-            _ = try? connection.writeAll(Array(reply.utf8))
+            // MSG_NOSIGNAL: a client that hung up must not SIGPIPE the tunnel's process.
+            let bytes = Array(reply.utf8)
+            var offset = 0
+            while offset < bytes.count {
+                let n = bytes[offset...].withUnsafeBytes { Glibc.send(connection.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                offset += n
+            }
         }
     }
 
@@ -857,7 +893,7 @@ public final class WireGuardDevice: @unchecked Sendable {
                        handshakeAttempts: peer.attempts)
         }
         let counters = self.counters, port = listenPort
-        snapshot.withLock {
+        published.withLock {
             $0.peers = list
             $0.counters = counters
             $0.listenPort = port
