@@ -15,6 +15,10 @@ import TunnelgateSettings
 /// regular file is rewritten in place (same inode: the bind mounts
 /// `ip netns exec` made of it, and its owner, stay); a symbolic link or a
 /// missing file is replaced by a new file renamed into place.
+///
+/// The systemd-resolved backend (DNSConfigurator+Resolved.swift) changes no
+/// file: NAME.dns names the tunnel's link, and the settings are the link's
+/// in resolved, set over D-Bus and taken back by RevertLink.
 public struct DNSConfigurator: Sendable {
     public var paths: DNSPaths
     /// The backend to use; nil: `DNSBackendKind.detect(paths:)` when applying.
