@@ -10,7 +10,8 @@ extension DNSBackendKind {
     ///    answers on the system bus from a process in the calling thread's
     ///    network namespace → `.systemdResolved`. The resolv.conf looked at
     ///    is the namespace's own /etc/netns/NAME/resolv.conf in a named
-    ///    namespace that has one, else /etc/resolv.conf as this process sees it.
+    ///    namespace that has one (whatever this process's /etc/resolv.conf
+    ///    is), else /etc/resolv.conf as this process sees it.
     /// 2. The thread's network namespace (the device and inode of
     ///    /proc/thread-self/ns/net) is one of the named namespaces in
     ///    /run/netns → `.namespaceResolvConf(NAME)` (the first name in
@@ -28,9 +29,12 @@ extension DNSBackendKind {
     public static func detect(paths: DNSPaths = .system) throws(DNSConfigError) -> DNSBackendKind {
         let named = try namedNamespace(paths: paths)
         var evidence: ResolvedEvidence?
-        if let named, let text = try resolvConfNamesResolved(paths.namespaceResolvConf(named),
-                                                             linkDirectory: "/etc/netns/\(named)") {
-            evidence = ResolvedEvidence(path: paths.namespaceResolvConf(named), description: text, isNamespaceFile: true)
+        let own = named.map { paths.namespaceResolvConf($0) }
+        if let named, let own, try DNSConfigError.wrap({ () throws(SystemCallError) in try FileSystem.status(own) }) != nil {
+            // The namespace's own file is its resolv.conf (`ip netns exec` shows it as /etc/resolv.conf).
+            if let text = try resolvConfNamesResolved(own, linkDirectory: "/etc/netns/\(named)") {
+                evidence = ResolvedEvidence(path: own, description: text, isNamespaceFile: true)
+            }
         } else if let text = try resolvConfNamesResolved(paths.resolvConf, linkDirectory: "/etc") {
             evidence = ResolvedEvidence(path: paths.resolvConf, description: text, isNamespaceFile: false)
         }

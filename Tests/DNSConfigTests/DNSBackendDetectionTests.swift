@@ -163,8 +163,15 @@ final class DNSBackendDetectionTests: XCTestCase {
         _ = try FileSystem.removeFile(theirs)
         XCTAssertEqual(Glibc.link(root.path + "/proc-thread-ns", theirs), 0)
         XCTAssertEqual(detected(), "systemd-resolved")
+        // A namespace file of its own that is not resolved's decides, whatever /etc/resolv.conf says.
+        try FileSystem.removeFile(root.path + "/etc/netns/blue/resolv.conf")
+        try root.write("/etc/netns/blue/resolv.conf", "nameserver 10.0.0.1\n")
+        XCTAssertEqual(detected(), "netns resolv.conf (/etc/netns/blue/resolv.conf)")
+        try FileSystem.removeFile(root.path + "/etc/netns/blue/resolv.conf")
+        try root.write("/etc/netns/blue/resolv.conf", "nameserver 127.0.0.53\n")
+        XCTAssertEqual(detected(), "systemd-resolved")
         resolved.close()
-        XCTAssertTrue(detected().hasPrefix("\(root.path)/etc/netns/blue/resolv.conf is a symbolic link"), detected())
+        XCTAssertTrue(detected().hasPrefix("\(root.path)/etc/netns/blue/resolv.conf is a file whose only nameserver"), detected())
     }
 
     func testLexicalResolution() {
