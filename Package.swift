@@ -23,6 +23,9 @@ let package = Package(
                        providers: [.apt(["libnftnl-dev"])]),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium",
                        providers: [.apt(["libsodium-dev"])]),
+        // sd-bus (libsystemd): the D-Bus client that talks to systemd-resolved (docs/dns.md).
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd",
+                       providers: [.apt(["libsystemd-dev"])]),
         // The public C header of the runtime ABI (tunnelgate_runtime.h).
         .target(name: "CTunnelgateRuntime"),
         // The example runtime: IP packets in UDP, sealed with XChaCha20-Poly1305 (libsodium).
@@ -40,8 +43,8 @@ let package = Package(
         .target(name: "Nftables", dependencies: ["CNftnl", "CMnl", "Netlink", "LinuxSystem", "TunnelgateSettings"]),
         // plan -> journal -> apply -> verify -> teardown, state directory, the tunnel's lifetime.
         .target(name: "Gateway", dependencies: ["Netlink", "Nftables", "DNSConfig", "LinuxSystem", "TunnelgateSettings"]),
-        // DNS from NEDNSSettings: resolv.conf backends (namespace, host), systemd-resolved, split-DNS forwarder.
-        .target(name: "DNSConfig", dependencies: ["LinuxSystem", "TunnelgateSettings"]),
+        // DNS from NEDNSSettings: resolv.conf backends (namespace, host), systemd-resolved over D-Bus, split-DNS forwarder.
+        .target(name: "DNSConfig", dependencies: ["CSystemd", "LinuxSystem", "TunnelgateSettings"]),
         // Packet runtimes hosted behind the callback C ABI: dlopen, packet flow, backpressure, lifecycle;
         // MeshGuard's tunnel ABI (libsodium: the node's Ed25519 identity from its seed, for its mesh address).
         .target(name: "Runtimes", dependencies: ["Gateway", "CTunnelgateRuntime", "CSodium", "LinuxSystem", "TunnelgateSettings"]),
@@ -69,7 +72,7 @@ let package = Package(
 
         .testTarget(name: "TunnelgateSettingsTests", dependencies: ["TunnelgateSettings"]),
         .testTarget(name: "NetlinkTests", dependencies: ["Netlink", "LinuxSystem", "TunnelgateTestSupport"]),
-        .testTarget(name: "DNSConfigTests", dependencies: ["DNSConfig"]),
+        .testTarget(name: "DNSConfigTests", dependencies: ["DNSConfig", "CSystemd"]),
         .testTarget(name: "NftablesTests", dependencies: ["Nftables", "LinuxSystem", "TunnelgateTestSupport"]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Netlink", "TunnelgateTestSupport"]),
         .testTarget(name: "NetworkExtensionTests", dependencies: ["NetworkExtension", "TunnelgateSettings"]),

@@ -5,10 +5,12 @@
 set -euo pipefail
 
 packages=(
-  pkg-config      # finds libmnl/libnftnl for the system-library targets
+  pkg-config      # finds libmnl/libnftnl/libsodium/libsystemd for the system-library targets
   libmnl-dev      # netlink (rtnetlink) over libmnl
   libnftnl-dev    # nftables objects over libnftnl
   libsodium-dev   # X25519 and ChaCha20-Poly1305 for the built-in WireGuard; the example runtime's AEAD
+  libsystemd-dev  # sd-bus: the D-Bus client of the systemd-resolved DNS backend
+  dbus-daemon     # a private message bus for the D-Bus unit tests and the systemd-resolved scenario
   iproute2        # ip(8): tests and the demo observe kernel state with it
   nftables        # nft(8): tests observe the ruleset with it
   iputils-ping    # real traffic in end-to-end tests

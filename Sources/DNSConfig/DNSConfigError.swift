@@ -13,8 +13,16 @@ public enum DNSConfigError: Error, CustomStringConvertible {
     case fileInUse(path: String, tunnel: String)
     /// The file to replace is neither a regular file nor a symbolic link.
     case unsupportedFile(path: String, kind: FileStatus.Kind)
-    /// systemd-resolved manages DNS here, and this version cannot configure it.
-    case systemdResolvedNotSupported
+    /// resolv.conf (`path`, which is `evidence`) says systemd-resolved
+    /// manages DNS, but resolved does not answer on the system bus.
+    case resolvedNotAnswering(path: String, evidence: String, SystemBusError)
+    /// resolv.conf says systemd-resolved, and resolved answers, but it runs
+    /// in another network namespace (process `pid`): it cannot serve this one's links.
+    case resolvedInAnotherNamespace(path: String, evidence: String, pid: UInt32?)
+    /// A call to systemd-resolved failed.
+    case resolved(SystemBusError)
+    /// resolved does not hold what was set on the link.
+    case resolvedVerification(link: String, differences: [String])
     /// The split-DNS forwarder could not listen on its address.
     case forwarderListen(address: SocketAddress, SystemCallError)
     /// A call that the forwarder's current state does not allow.
@@ -33,8 +41,18 @@ public enum DNSConfigError: Error, CustomStringConvertible {
         case .unsupportedFile(let path, let kind):
             let what = kind == .directory ? "a directory" : "a special file"
             return "\(path) is \(what), not a regular file or a symbolic link; it is left alone"
-        case .systemdResolvedNotSupported:
-            return "systemd-resolved manages DNS here, and this version cannot configure it yet"
+        case .resolvedNotAnswering(let path, let evidence, let error):
+            return "\(path) is \(evidence), so systemd-resolved manages DNS here, but it does not answer on the "
+                + "system bus (\(error)); start systemd-resolved, or replace \(path) with a file of your own "
+                + "(Tunnelgate does not write over a resolv.conf that resolved manages)"
+        case .resolvedInAnotherNamespace(let path, let evidence, let pid):
+            return "\(path) is \(evidence), but the systemd-resolved on the system bus"
+                + (pid.map { " (pid \($0))" } ?? "") + " runs in another network namespace and cannot serve "
+                + "this one's links; run the tunnel in a named namespace (ip netns add) to give it its own resolv.conf"
+        case .resolved(let error):
+            return "systemd-resolved: \(error)"
+        case .resolvedVerification(let link, let differences):
+            return "systemd-resolved does not hold the DNS settings of link \(link): " + differences.joined(separator: "; ")
         case .forwarderListen(let address, let e):
             return "the split-DNS forwarder cannot listen on \(address): \(e)"
         case .invalidState(let operation, let state):

@@ -15,6 +15,10 @@ import TunnelgateSettings
 /// regular file is rewritten in place (same inode: the bind mounts
 /// `ip netns exec` made of it, and its owner, stay); a symbolic link or a
 /// missing file is replaced by a new file renamed into place.
+///
+/// The systemd-resolved backend (DNSConfigurator+Resolved.swift) changes no
+/// file: NAME.dns names the tunnel's link, and the settings are the link's
+/// in resolved, set over D-Bus and taken back by RevertLink.
 public struct DNSConfigurator: Sendable {
     public var paths: DNSPaths
     /// The backend to use; nil: `DNSBackendKind.detect(paths:)` when applying.
@@ -50,10 +54,13 @@ public struct DNSConfigurator: Sendable {
                       stateDirectory: String, tunnelName: String) throws(DNSConfigError) -> DNSApplied {
         let backend: DNSBackendKind
         if let chosen = self.backend { backend = chosen } else { backend = try DNSBackendKind.detect(paths: paths) }
-        guard let path = backend.resolvConfPath(paths) else { throw .systemdResolvedNotSupported }
         let journalPath = DNSJournal.path(stateDirectory: stateDirectory, tunnelName: tunnelName)
         if try DNSConfigError.wrap({ () throws(SystemCallError) in try FileSystem.status(journalPath) }) != nil {
             throw .journalExists(path: journalPath)
+        }
+        guard let path = backend.resolvConfPath(paths) else {
+            return try applyResolved(settings, interfaceName: interfaceName, interfaceIndex: interfaceIndex,
+                                     stateDirectory: stateDirectory, tunnelName: tunnelName)
         }
         try Self.refuseIfOwned(path, stateDirectory: stateDirectory, except: tunnelName)
 
@@ -122,7 +129,7 @@ public struct DNSConfigurator: Sendable {
             }
         } catch {
             try? forwarder?.stop()
-            try? Self.restore(stateDirectory: stateDirectory, tunnelName: tunnelName)
+            try? Self.restore(stateDirectory: stateDirectory, tunnelName: tunnelName, paths: paths)
             throw error
         }
         return DNSApplied(backend: backend, path: path, journalPath: journalPath, forwarder: forwarder)
@@ -131,27 +138,32 @@ public struct DNSConfigurator: Sendable {
     /// Puts back what `apply` changed, from STATEDIR/NAME.dns alone, then
     /// removes that file. Nothing to do (and no error) when it does not
     /// exist, so it is safe to call again, and after a crash. Stop the
-    /// forwarder first, if there is one.
-    public static func restore(stateDirectory: String, tunnelName: String) throws(DNSConfigError) {
+    /// forwarder first, if there is one. Call it from a thread in the
+    /// tunnel's network namespace (systemd-resolved's link is looked up there).
+    public static func restore(stateDirectory: String, tunnelName: String,
+                               paths: DNSPaths = .system) throws(DNSConfigError) {
         let journalPath = DNSJournal.path(stateDirectory: stateDirectory, tunnelName: tunnelName)
         guard let bytes = try DNSConfigError.wrap({ () throws(SystemCallError) in try FileSystem.read(journalPath) }) else {
             return
         }
         let journal = try DNSJournal(parsing: bytes, source: journalPath)
-        try restore(journal)
+        switch journal.change {
+        case .file(let path, let createdDirectories, let original):
+            try restoreFile(path, createdDirectories: createdDirectories, original: original)
+        case .resolvedLink(let index, let name):
+            try restoreResolvedLink(index: index, name: name, paths: paths)
+        }
         try DNSConfigError.wrap { () throws(SystemCallError) in
             try FileSystem.removeFile(journalPath)
             try FileSystem.syncDirectory(stateDirectory)
         }
     }
 
-    static func restore(_ journal: DNSJournal) throws(DNSConfigError) {
-        guard journal.backend != .systemdResolved else { throw .systemdResolvedNotSupported }
-        let path = journal.path
+    static func restoreFile(_ path: String, createdDirectories: [String], original: DNSJournal.Original) throws(DNSConfigError) {
         try DNSConfigError.wrap { () throws(SystemCallError) in
             try FileSystem.removeFile(DNSJournal.temporaryPath(for: path))
             let current = try FileSystem.status(path)
-            switch journal.original {
+            switch original {
             case .absent:
                 if current != nil { try FileSystem.removeFile(path) }
             case .file(let bytes, let permissions, let owner, let group):
@@ -172,7 +184,7 @@ public struct DNSConfigurator: Sendable {
             if try FileSystem.status(directory(of: path))?.kind == .directory {
                 try FileSystem.syncDirectory(directory(of: path))
             }
-            for created in journal.createdDirectories.reversed() {
+            for created in createdDirectories.reversed() {
                 do throws(SystemCallError) {
                     try FileSystem.removeEmptyDirectory(created)
                 } catch where error.errno == .directoryNotEmpty {

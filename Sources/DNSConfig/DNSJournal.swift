@@ -8,13 +8,16 @@ import Glibc
 /// One record per line:
 ///   tunnelgate-dns 1
 ///   tunnel NAME
-///   backend resolv.conf | backend netns NAMESPACE
+///   backend resolv.conf | backend netns NAMESPACE | backend systemd-resolved
+/// then, for the resolv.conf backends:
 ///   path PATH                          the file that is replaced (rest of the line)
 ///   created-directory PATH             a directory that did not exist (zero or more, in creation order)
 ///   original absent                    PATH did not exist
 ///   original file MODE UID GID HEX     PATH was a regular file: octal mode, owner, and its bytes in hex
 ///   original symlink HEX               PATH was a symbolic link to this target
 ///   forwarder ADDRESS                  split DNS: the forwarder's address (informational)
+/// or, for systemd-resolved:
+///   link INDEX NAME                    the interface whose per-link settings are set (RevertLink on restore)
 struct DNSJournal: Hashable, Sendable {
     enum Original: Hashable, Sendable {
         case absent
@@ -22,12 +25,24 @@ struct DNSJournal: Hashable, Sendable {
         case symbolicLink(target: [UInt8])
     }
 
+    /// What is about to change.
+    enum Change: Hashable, Sendable {
+        /// A resolv.conf backend: the file that is replaced, the directories created for it, what it was.
+        case file(path: String, createdDirectories: [String], original: Original)
+        /// systemd-resolved: the link (index and name, both checked on restore) whose settings are set.
+        case resolvedLink(index: Int32, name: String)
+    }
+
     var tunnel: String
     var backend: DNSBackendKind
-    var path: String
-    var createdDirectories: [String] = []
-    var original: Original
+    var change: Change
     var forwarder: String?
+
+    /// The file a resolv.conf backend replaces; nil for systemd-resolved.
+    var path: String? {
+        if case .file(let path, _, _) = change { return path }
+        return nil
+    }
 
     static let magic = "tunnelgate-dns 1"
 
@@ -45,28 +60,40 @@ struct DNSJournal: Hashable, Sendable {
         case .namespaceResolvConf(let namespace): lines.append("backend netns \(namespace)")
         case .systemdResolved: lines.append("backend systemd-resolved")
         }
-        lines.append("path \(path)")
-        for directory in createdDirectories { lines.append("created-directory \(directory)") }
-        switch original {
-        case .absent:
-            lines.append("original absent")
-        case .file(let bytes, let permissions, let owner, let group):
-            lines.append("original file \(String(permissions, radix: 8)) \(owner) \(group) \(Self.hex(bytes))")
-        case .symbolicLink(let target):
-            lines.append("original symlink \(Self.hex(target))")
+        switch change {
+        case .file(let path, let createdDirectories, let original):
+            lines.append("path \(path)")
+            for directory in createdDirectories { lines.append("created-directory \(directory)") }
+            switch original {
+            case .absent:
+                lines.append("original absent")
+            case .file(let bytes, let permissions, let owner, let group):
+                lines.append("original file \(String(permissions, radix: 8)) \(owner) \(group) \(Self.hex(bytes))")
+            case .symbolicLink(let target):
+                lines.append("original symlink \(Self.hex(target))")
+            }
+        case .resolvedLink(let index, let name):
+            lines.append("link \(index) \(name)")
         }
         if let forwarder { lines.append("forwarder \(forwarder)") }
         return Array((lines.joined(separator: "\n") + "\n").utf8)
     }
 
+    /// The journal of a resolv.conf backend.
     init(tunnel: String, backend: DNSBackendKind, path: String, createdDirectories: [String] = [],
          original: Original, forwarder: String? = nil) {
         self.tunnel = tunnel
         self.backend = backend
-        self.path = path
-        self.createdDirectories = createdDirectories
-        self.original = original
+        self.change = .file(path: path, createdDirectories: createdDirectories, original: original)
         self.forwarder = forwarder
+    }
+
+    /// The journal of the systemd-resolved backend: link `index`, named `name`.
+    init(tunnel: String, resolvedLinkIndex index: Int32, name: String) {
+        self.tunnel = tunnel
+        self.backend = .systemdResolved
+        self.change = .resolvedLink(index: index, name: name)
+        self.forwarder = nil
     }
 
     /// Reads a journal back; `source` names the file in errors.
@@ -76,7 +103,7 @@ struct DNSJournal: Hashable, Sendable {
             .map { String(decoding: $0, as: UTF8.self) }
         guard lines.first == Self.magic else { throw corrupt("the first line is not '\(Self.magic)'") }
         var tunnel: String?, backend: DNSBackendKind?, path: String?, original: Original?
-        var directories: [String] = [], forwarder: String?
+        var directories: [String] = [], forwarder: String?, link: (index: Int32, name: String)?
         for (number, line) in lines.enumerated().dropFirst() {
             let fields = line.split(separator: " ", maxSplits: 1).map(String.init)
             guard fields.count == 2 else { throw corrupt("line \(number + 1) has no value: '\(line)'") }
@@ -86,6 +113,12 @@ struct DNSJournal: Hashable, Sendable {
             case "path": path = value
             case "created-directory": directories.append(value)
             case "forwarder": forwarder = value
+            case "link":
+                let f = value.split(separator: " ", maxSplits: 1).map(String.init)
+                guard f.count == 2, let index = Int32(f[0]), index > 0, !f[1].isEmpty, !f[1].contains(" ") else {
+                    throw corrupt("line \(number + 1): malformed 'link' record")
+                }
+                link = (index, f[1])
             case "backend":
                 if value == "resolv.conf" { backend = .resolvConf }
                 else if value.hasPrefix("netns "), value.count > 6 { backend = .namespaceResolvConf(namespace: String(value.dropFirst(6))) }
@@ -116,6 +149,15 @@ struct DNSJournal: Hashable, Sendable {
         }
         guard let tunnel else { throw corrupt("no 'tunnel' record") }
         guard let backend else { throw corrupt("no 'backend' record") }
+        if backend == .systemdResolved {
+            guard let link else { throw corrupt("no 'link' record") }
+            guard path == nil, original == nil, directories.isEmpty, forwarder == nil else {
+                throw corrupt("a systemd-resolved journal with a file's records")
+            }
+            self.init(tunnel: tunnel, resolvedLinkIndex: link.index, name: link.name)
+            return
+        }
+        guard link == nil else { throw corrupt("a 'link' record in a resolv.conf journal") }
         guard let path, path.hasPrefix("/") else { throw corrupt("no absolute 'path' record") }
         guard let original else { throw corrupt("no 'original' record") }
         self.init(tunnel: tunnel, backend: backend, path: path, createdDirectories: directories,

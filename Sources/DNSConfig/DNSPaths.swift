@@ -1,3 +1,5 @@
+import TunnelgateSettings
+
 /// Where the DNS layer finds and writes the system's files. `root` is
 /// prepended to every system path, so tests run against a temporary
 /// directory and never touch the real /etc or /run.
@@ -27,6 +29,15 @@ public struct DNSPaths: Hashable, Sendable {
     public var namedNamespaces: String { root + "/run/netns" }
     /// systemd-resolved's runtime directory; a resolv.conf that links into it is resolved's.
     public static let resolvedRuntimeDirectory = "/run/systemd/resolve"
-    /// resolved's varlink socket: it exists and accepts connections while resolved runs.
-    public var resolvedSocket: String { root + Self.resolvedRuntimeDirectory + "/io.systemd.Resolve" }
+    /// The addresses of resolved's stub listeners (127.0.0.53; 127.0.0.54, its proxy-only one):
+    /// a resolv.conf that names only these is resolved's too.
+    public static let resolvedStubAddresses: Set<IPAddress> = [.v4(IPv4Address(0x7f00_0035)), .v4(IPv4Address(0x7f00_0036))]
+    /// The D-Bus system bus where resolved is asked: with no root, the
+    /// system's (DBUS_SYSTEM_BUS_ADDRESS, else /run/dbus/system_bus_socket);
+    /// with a root, the socket at ROOT/run/dbus/system_bus_socket.
+    public var systemBusAddress: String {
+        root.isEmpty ? SystemBus.systemAddress : "unix:path=" + SystemBus.escaped(root + SystemBus.defaultSocket)
+    }
+    /// /proc/PID/ns/net: the network namespace of process PID (under the root, for tests).
+    public func networkNamespace(ofProcess pid: UInt32) -> String { root + "/proc/\(pid)/ns/net" }
 }

@@ -417,6 +417,11 @@ public final class Gateway {
             do throws(NetlinkBatchError) { try netlink.execute(deletions.map { .deleteRule($0) }, tolerating: tolerated) }
             catch { failures += error.failures.map(\.error.description) }
 
+            // DNS before the TUN goes: systemd-resolved's per-link settings are
+            // reverted while the link exists (RevertLink). Tried again below
+            // when it failed: once the link is gone, resolved has dropped them.
+            var dnsFailures = restoreDNS(name)
+
             // The TUN: deleting it takes its addresses and `dev` routes with it.
             for linkName in journal.links {
                 if let link = try netlink.link(named: linkName), link.kind == "tun" {
@@ -456,7 +461,8 @@ public final class Gateway {
             }
 
             failures += restoreSysctls(journal)
-            failures += restoreDNS(name)
+            if !dnsFailures.isEmpty { dnsFailures = restoreDNS(name) }
+            failures += dnsFailures
 
             // Read back: nothing of ours may remain.
             for family in IPFamily.allCases {
@@ -478,7 +484,8 @@ public final class Gateway {
         return true
     }
 
-    /// Puts back the DNS files a tunnel changed (from NAME.dns; nothing when there is none).
+    /// Puts back the DNS a tunnel changed, a resolv.conf or systemd-resolved's settings of its link
+    /// (from NAME.dns; nothing when there is none).
     func restoreDNS(_ name: String) -> [String] {
         do throws(DNSConfigError) {
             try inTunnelNamespace { () throws(DNSConfigError) in

@@ -5,6 +5,11 @@ import Glibc
 public enum ProcessControl {
     public static var id: Int32 { getpid() }
 
+    /// getenv(3): the value of the environment variable `name`, nil when it is not set.
+    public static func environmentValue(_ name: String) -> String? {
+        getenv(name).map { String(cString: $0) }
+    }
+
     /// True when a process with this pid exists (it may belong to another user).
     public static func exists(_ pid: Int32) -> Bool {
         kill(pid, 0) == 0 || errno == EPERM

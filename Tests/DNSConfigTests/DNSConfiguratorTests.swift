@@ -217,15 +217,6 @@ final class DNSConfiguratorTests: XCTestCase {
         XCTAssertEqual(try root.snapshot(excludingState: true), before)
     }
 
-    func testSystemdResolvedIsRefusedWithoutChangingAnything() throws {
-        let root = try TemporaryRoot()
-        let before = try root.snapshot()
-        XCTAssertThrowsError(try apply(root, .systemdResolved)) { error in
-            XCTAssertEqual("\(error)", "systemd-resolved manages DNS here, and this version cannot configure it yet")
-        }
-        XCTAssertEqual(try root.snapshot(), before)
-    }
-
     func testAFailedChangeIsRolledBack() throws {
         let root = try TemporaryRoot()
         try root.write("/etc/netns", "not a directory\n") // mkdir /etc/netns/blue fails with ENOTDIR

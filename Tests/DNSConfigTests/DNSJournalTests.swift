@@ -29,6 +29,20 @@ final class DNSJournalTests: XCTestCase {
         XCTAssertEqual(try DNSJournal(parsing: plain.encoded, source: "j"), plain)
     }
 
+    func testSystemdResolvedJournalNamesTheLink() throws {
+        let journal = DNSJournal(tunnel: "corp0", resolvedLinkIndex: 7, name: "corp0")
+        XCTAssertEqual(String(decoding: journal.encoded, as: UTF8.self), """
+            tunnelgate-dns 1
+            tunnel corp0
+            backend systemd-resolved
+            link 7 corp0
+
+            """)
+        XCTAssertEqual(try DNSJournal(parsing: journal.encoded, source: "j"), journal)
+        XCTAssertNil(journal.path)
+        XCTAssertEqual(journal.change, .resolvedLink(index: 7, name: "corp0"))
+    }
+
     func testCorruptJournalsAreRefusedWithAReason() {
         let cases: [(String, String)] = [
             ("", "the first line"),
@@ -39,6 +53,13 @@ final class DNSJournalTests: XCTestCase {
             ("tunnelgate-dns 1\ntunnel a\nbackend resolv.conf\npath /r\noriginal file 644 0 0 abc\n", "malformed"),
             ("tunnelgate-dns 1\ntunnel a\nbackend resolv.conf\npath /r\noriginal symlink\n", "malformed"),
             ("tunnelgate-dns 1\ntunnel a\nsurprise x\n", "unknown record"),
+            ("tunnelgate-dns 1\ntunnel a\nbackend systemd-resolved\n", "no 'link' record"),
+            ("tunnelgate-dns 1\ntunnel a\nbackend systemd-resolved\nlink 0 a\n", "malformed 'link'"),
+            ("tunnelgate-dns 1\ntunnel a\nbackend systemd-resolved\nlink x a\n", "malformed 'link'"),
+            ("tunnelgate-dns 1\ntunnel a\nbackend systemd-resolved\nlink 7\n", "malformed 'link'"),
+            ("tunnelgate-dns 1\ntunnel a\nbackend systemd-resolved\nlink 7 a b\n", "malformed 'link'"),
+            ("tunnelgate-dns 1\ntunnel a\nbackend systemd-resolved\nlink 7 a\npath /etc/resolv.conf\n", "file's records"),
+            ("tunnelgate-dns 1\ntunnel a\nbackend resolv.conf\nlink 7 a\npath /r\noriginal absent\n", "'link' record in"),
         ]
         for (text, reason) in cases {
             XCTAssertThrowsError(try DNSJournal(parsing: Array(text.utf8), source: "/s/a.dns"), text) { error in
