@@ -111,3 +111,64 @@ int CTunnelgateShims_poll_nanoseconds(struct pollfd *fds, unsigned long count, l
     struct timespec ts = { .tv_sec = timeout_ns / 1000000000LL, .tv_nsec = timeout_ns % 1000000000LL };
     return ppoll(fds, count, &ts, NULL);
 }
+
+enum { batch_limit = 128 };
+
+int CTunnelgateShims_receive_batch(int fd, void *buffers, size_t slot_size, unsigned count, size_t *lengths,
+                                   void *addresses, size_t address_size) {
+    struct mmsghdr messages[batch_limit];
+    struct iovec vectors[batch_limit];
+    if (count > batch_limit) count = batch_limit;
+    for (unsigned i = 0; i < count; i++) {
+        vectors[i].iov_base = (char *)buffers + (size_t)i * slot_size;
+        vectors[i].iov_len = slot_size;
+        memset(&messages[i], 0, sizeof messages[i]);
+        messages[i].msg_hdr.msg_iov = &vectors[i];
+        messages[i].msg_hdr.msg_iovlen = 1;
+        messages[i].msg_hdr.msg_name = (char *)addresses + (size_t)i * address_size;
+        messages[i].msg_hdr.msg_namelen = (socklen_t)address_size;
+    }
+    int n;
+    do {
+        n = recvmmsg(fd, messages, count, MSG_DONTWAIT, NULL);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+    for (int i = 0; i < n; i++) lengths[i] = messages[i].msg_len;
+    return n;
+}
+
+int CTunnelgateShims_send_batch(int fd, const void *buffers, size_t slot_size, const size_t *lengths, unsigned count,
+                                const void *addresses, size_t address_size, const unsigned *addresslengths) {
+    struct mmsghdr messages[batch_limit];
+    struct iovec vectors[batch_limit];
+    if (count > batch_limit) count = batch_limit;
+    for (unsigned i = 0; i < count; i++) {
+        vectors[i].iov_base = (char *)buffers + (size_t)i * slot_size;
+        vectors[i].iov_len = lengths[i];
+        memset(&messages[i], 0, sizeof messages[i]);
+        messages[i].msg_hdr.msg_iov = &vectors[i];
+        messages[i].msg_hdr.msg_iovlen = 1;
+        messages[i].msg_hdr.msg_name = (char *)addresses + (size_t)i * address_size;
+        messages[i].msg_hdr.msg_namelen = addresslengths[i];
+    }
+    // A message that fails (one unreachable destination) is skipped; the rest still go.
+    unsigned next = 0, sent = 0;
+    int last_error = 0;
+    while (next < count) {
+        int n = sendmmsg(fd, messages + next, count - next, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            last_error = errno;
+            next += 1;
+            continue;
+        }
+        if (n == 0) break;
+        next += (unsigned)n;
+        sent += (unsigned)n;
+    }
+    if (sent == 0 && last_error != 0) {
+        errno = last_error;
+        return -1;
+    }
+    return (int)sent;
+}

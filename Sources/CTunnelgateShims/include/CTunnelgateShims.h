@@ -54,4 +54,17 @@ struct pollfd;
 /// knows milliseconds, too coarse for backpressure retries.
 int CTunnelgateShims_poll_nanoseconds(struct pollfd *fds, unsigned long count, long long timeout_ns);
 
+/// Receives up to `count` datagrams with one recvmmsg(MSG_DONTWAIT): datagram i lands at
+/// buffers + i * slot_size (at most slot_size bytes), its length in lengths[i] and its source in
+/// addresses + i * address_size (a struct sockaddr_storage each). Returns how many arrived, 0 when
+/// none was waiting, or -1 with errno.
+int CTunnelgateShims_receive_batch(int fd, void *buffers, size_t slot_size, unsigned count, size_t *lengths,
+                                   void *addresses, size_t address_size);
+
+/// Sends `count` datagrams with sendmmsg: datagram i is lengths[i] bytes at buffers + i * slot_size,
+/// to the sockaddr at addresses + i * address_size of addresslengths[i] bytes. Retries the rest after
+/// a partial send and EINTR; returns how many were sent, or -1 with errno when none was.
+int CTunnelgateShims_send_batch(int fd, const void *buffers, size_t slot_size, const size_t *lengths, unsigned count,
+                                const void *addresses, size_t address_size, const unsigned *addresslengths);
+
 #endif

@@ -78,10 +78,11 @@ public final class WireGuardDevice: @unchecked Sendable {
     private var underLoadUntil = -Double.infinity
     static let loadLimitPerWindow = 32
 
-    // Buffers: one datagram in, one out, one TUN packet.
+    // Buffers: datagrams in (one recvmmsg), datagrams out per socket family (one sendmmsg each), one TUN packet.
     private static let bufferSize = 65536 + 64
-    private let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
-    private let sendBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
+    private let received = DatagramBatch(slotSize: 65536)
+    private var outbound4 = DatagramBatch(slotSize: 1420 + 32)
+    private var outbound6 = DatagramBatch(slotSize: 1420 + 32)
     private let tunBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
 
     /// Binds the UDP port (so a port in use is an error before anything
@@ -117,8 +118,6 @@ public final class WireGuardDevice: @unchecked Sendable {
     }
 
     deinit {
-        receiveBuffer.deallocate()
-        sendBuffer.deallocate()
         tunBuffer.deallocate()
         wake.close()
         wakeWriter.close()
@@ -131,6 +130,9 @@ public final class WireGuardDevice: @unchecked Sendable {
     public func start(tun: FileDescriptor, mtu: Int, fwmark: UInt32?, uapiPath: String?) throws(RuntimeError) {
         self.tun = tun
         self.mtu = mtu
+        // A slot holds the largest packet the TUN gives (the MTU) sealed: header, padding, tag.
+        outbound4 = DatagramBatch(slotSize: mtu + Transport.overhead + 16)
+        outbound6 = DatagramBatch(slotSize: mtu + Transport.overhead + 16)
         if let fwmark, self.fwmark == 0 { self.fwmark = fwmark }
         do throws(SystemCallError) {
             try tun.setNonBlocking(true)
@@ -222,9 +224,11 @@ public final class WireGuardDevice: @unchecked Sendable {
             now = ProcessControl.monotonicSeconds()
             if fds[1].revents != 0, let udp4 { receiveDatagrams(udp4, now: now) }
             if fds[2].revents != 0, let udp6 { receiveDatagrams(udp6, now: now) }
+            flushOutbound()
             if fds[0].revents & Int16(POLLIN) != 0 { readTun(now: now) }
             if fds[3].revents != 0 { serveUAPI(now: now) }
             runTimers(now: ProcessControl.monotonicSeconds())
+            flushOutbound()
             let asked = requested.load(ordering: .acquiring)
             if asked > answered.load(ordering: .relaxed) {
                 publish()
@@ -275,21 +279,35 @@ public final class WireGuardDevice: @unchecked Sendable {
         peer.staged.append(packet)
     }
 
-    /// Seals `packet` (empty: a keepalive) in the current session and sends
-    /// it; false when there is no session that may send.
+    /// Sends what the outbound batches hold, one sendmmsg per socket.
+    private func flushOutbound() {
+        if !outbound4.isEmpty { counters.sendErrors += UInt64(outbound4.flush(udp4?.rawValue ?? -1)) }
+        if !outbound6.isEmpty { counters.sendErrors += UInt64(outbound6.flush(udp6?.rawValue ?? -1)) }
+    }
+
+    /// Seals `packet` (empty: a keepalive) in the current session into the
+    /// outbound batch of its endpoint's family (sent by the next flush);
+    /// false when there is no session that may send.
     @discardableResult
     private func sendData(_ peer: Peer, _ packet: UnsafeRawBufferPointer, now: Double) -> Bool {
         guard let endpoint = peer.endpoint, let session = peer.current,
               now - session.created < timers.rejectAfterTime,
               session.sendCounter < WireGuardProtocol.rejectAfterMessages else { return false }
+        let batch = endpoint.address.family == .ipv4 ? outbound4 : outbound6
+        guard packet.count + Transport.overhead + 16 <= batch.slotSize else {
+            counters.dropsMalformedPacket += 1
+            return true
+        }
+        if batch.isFull { flushOutbound() }
         let counter = session.sendCounter
         peer.current!.sendCounter = counter + 1
         // Padding stops at the MTU: `into` is sized MTU + the 32 bytes of header and tag.
+        let slot = batch.nextSlot
         guard let length = Transport.encodeTransport(
             keypair: session.keypair, counter: counter, packet: packet,
-            into: UnsafeMutableRawBufferPointer(rebasing: sendBuffer[0..<(max(mtu, packet.count) + Transport.overhead)]))
+            into: UnsafeMutableRawBufferPointer(rebasing: slot[0..<(max(mtu, packet.count) + Transport.overhead)]))
         else { return false }
-        guard send(UnsafeRawBufferPointer(rebasing: sendBuffer[0..<length]), to: endpoint) else { return true }
+        batch.commit(length: length, to: endpoint)
         peer.txBytes += UInt64(length)
         if packet.isEmpty {
             counters.keepalivesSent += 1
@@ -539,28 +557,28 @@ public final class WireGuardDevice: @unchecked Sendable {
 
     // MARK: Inbound: peer → TUN
 
+    /// Up to two recvmmsg batches per wake-up, so the TUN side gets its turn.
     private func receiveDatagrams(_ socket: FileDescriptor, now: Double) {
-        var storage = sockaddr_storage()
-        for _ in 0..<64 {
-            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-            let n = withUnsafeMutablePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    recvfrom(socket.rawValue, receiveBuffer.baseAddress, receiveBuffer.count, Int32(MSG_DONTWAIT), $0, &length)
-                }
+        for _ in 0..<2 {
+            let n = received.receive(socket.rawValue)
+            guard n > 0 else { return }
+            for i in 0..<n {
+                let (datagram, source) = received.datagram(i)
+                guard let source else { continue }
+                dispatch(datagram, from: source, now: now)
             }
-            if n < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            guard let source = withUnsafePointer(to: &storage, { Endpoint($0) }) else { continue }
-            let datagram = UnsafeMutableRawBufferPointer(rebasing: receiveBuffer[0..<n])
-            switch MessageType.classify(UnsafeRawBufferPointer(datagram)) {
-            case .initiation: handleInitiation(UnsafeRawBufferPointer(datagram), from: source, now: now)
-            case .response: handleResponse(UnsafeRawBufferPointer(datagram), from: source, now: now)
-            case .cookieReply: handleCookieReply(UnsafeRawBufferPointer(datagram), now: now)
-            case .transport: handleTransport(datagram, from: source, now: now)
-            case nil: counters.dropsMalformedDatagram += 1
-            }
+            if n < DatagramBatch.capacity { return }
+        }
+    }
+
+    private func dispatch(_ datagram: UnsafeMutableRawBufferPointer, from source: Endpoint, now: Double) {
+        let bytes = UnsafeRawBufferPointer(datagram)
+        switch MessageType.classify(bytes) {
+        case .initiation: handleInitiation(bytes, from: source, now: now)
+        case .response: handleResponse(bytes, from: source, now: now)
+        case .cookieReply: handleCookieReply(bytes, now: now)
+        case .transport: handleTransport(datagram, from: source, now: now)
+        case nil: counters.dropsMalformedDatagram += 1
         }
     }
 
