@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A static or ephemeral X25519 private key with its public key. A secret: `description`,
 /// `debugDescription` and reflection (`dump`) print "(private key)", never the bytes; `bytes`,

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A 32-byte public key (X25519), as `wg` prints it: 44 characters of base64 or 64 of hex.
 /// Also the type of any other public 32-byte value that travels in that form.
