@@ -12,11 +12,14 @@ import XCTest
 ///     test (UDP 127.0.0.1:ephemeral) <--- loopback ---> wireguard-go (UDP 127.0.0.1:51820)
 ///     peer 10.77.0.2, keys in Swift                       TUN wgiNNNNNx 10.77.0.1/24
 ///
-/// Skipped when wireguard-go or wg is not installed; like the other namespace tests, needs root.
+/// Fails when wireguard-go or wg is not installed (Scripts/setup.sh installs both): a skipped interop
+/// test must not count as a pass. Like the other namespace tests, needs root.
 final class WireGuardGoInteropTests: XCTestCase {
     override func setUpWithError() throws {
-        try XCTSkipUnless(FileSystem.exists("/usr/bin/wireguard-go") && FileSystem.exists("/usr/bin/wg"),
-                          "wireguard-go and wg are not installed")
+        struct PeerMissing: Error, CustomStringConvertible {
+            var description: String { "wireguard-go and wg are not installed (Scripts/setup.sh installs them)" }
+        }
+        guard FileSystem.exists("/usr/bin/wireguard-go") && FileSystem.exists("/usr/bin/wg") else { throw PeerMissing() }
     }
 
     /// We initiate (with a pre-shared key); wireguard-go responds; a ping crosses both ways.
