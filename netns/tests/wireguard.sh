@@ -25,8 +25,10 @@ command -v wireguard-go >/dev/null && command -v wg >/dev/null \
 TGW=tgw$((RANDOM % 100000))   # Tunnelgate's interface in C
 WGL=wgl$((RANDOM % 100000))   # wireguard-go's in L
 TGL=tgl$((RANDOM % 100000))   # Tunnelgate's in L (the Tunnelgate-to-Tunnelgate part)
+WGI=wgi$((RANDOM % 100000))   # a second wireguard-go peer, in I (the several-peers part)
 cleanup() {
-  rm -f "/var/run/wireguard/$TGW.sock" "/var/run/wireguard/$WGL.sock" "/var/run/wireguard/$TGL.sock"
+  rm -f "/var/run/wireguard/$TGW.sock" "/var/run/wireguard/$WGL.sock" "/var/run/wireguard/$TGL.sock" \
+    "/var/run/wireguard/$WGI.sock"
   tg_topology_down
 }
 trap cleanup EXIT
@@ -38,8 +40,10 @@ umask 077
 wg genkey >"$TG_TMP/c.key"; wg pubkey <"$TG_TMP/c.key" >"$TG_TMP/c.pub"
 wg genkey >"$TG_TMP/l.key"; wg pubkey <"$TG_TMP/l.key" >"$TG_TMP/l.pub"
 wg genkey >"$TG_TMP/x.key"; wg pubkey <"$TG_TMP/x.key" >"$TG_TMP/x.pub"
+wg genkey >"$TG_TMP/i.key"; wg pubkey <"$TG_TMP/i.key" >"$TG_TMP/i.pub"
 wg genpsk >"$TG_TMP/psk"
 C_KEY=$(cat "$TG_TMP/c.key") C_PUB=$(cat "$TG_TMP/c.pub") L_PUB=$(cat "$TG_TMP/l.pub") X_PUB=$(cat "$TG_TMP/x.pub")
+I_PUB=$(cat "$TG_TMP/i.pub")
 PSK=$(cat "$TG_TMP/psk")
 outputs=$TG_TMP/outputs   # everything tunnelgate printed, searched for the private key at the end
 : >"$outputs"
@@ -267,6 +271,48 @@ check_ping "traffic resumes through the restarted peer" "$NS_C" 10.70.0.2
 kill "$pinger" 2>/dev/null; wait "$pinger" 2>/dev/null
 c_down
 l_stop
+
+# --- Several peers: cryptokey routing both ways ---------------------------------------------------------
+# C has two peers: L owns 10.70.0.2/32, I (a second wireguard-go) owns 10.71.0.0/24. Packets go to the
+# peer whose prefix holds their destination; a packet from L with a source that is I's is dropped.
+ip netns exec "$NS_I" env LOG_LEVEL=error wireguard-go -f "$WGI" >>"$TG_TMP/wireguard-go.log" 2>&1 &
+I_PID=$!
+wait_for "the second wireguard-go's API socket in I" 10 test -S "/var/run/wireguard/$WGI.sock"
+ip netns exec "$NS_I" wg set "$WGI" private-key "$TG_TMP/i.key" listen-port 51820 peer "$C_PUB" allowed-ips 10.70.0.1/32
+ip -n "$NS_I" addr add 10.71.0.2/24 dev "$WGI"
+ip -n "$NS_I" link set "$WGI" up
+ip -n "$NS_I" route add 10.70.0.0/24 dev "$WGI"
+l_start
+l_conf "$C_PUB"
+cat >"$TG_TMP/$TGW.conf" <<CONF
+[Interface]
+PrivateKey = $C_KEY
+Address = 10.70.0.1/24
+ListenPort = 51821
+[Peer]
+# L
+PublicKey = $L_PUB
+Endpoint = $LAN4:51820
+AllowedIPs = 10.70.0.2/32
+[Peer]
+# I
+PublicKey = $I_PUB
+Endpoint = $CARRIER4:51820
+AllowedIPs = 10.71.0.0/24
+CONF
+chmod 600 "$TG_TMP/$TGW.conf"
+c_up "tunnelgate up with two peers"
+check_ping "10.70.0.2 goes to L" "$NS_C" 10.70.0.2
+check_ping "10.71.0.2 goes to I" "$NS_C" 10.71.0.2
+check "both peers completed a handshake" test "$(c_status '[.peers[] | select(.latestHandshake > 0)] | length')" -eq 2
+ip -n "$NS_L" addr add 10.71.0.5/32 dev "$WGL"
+before=$(c_status .dropsSpoofedSource)
+check_fails "L sending from 10.71.0.5 (I's prefix) gets no answer" in_l ping -c 2 -i 0.2 -W 1 -I 10.71.0.5 10.70.0.1
+check "... because C dropped those packets as spoofed ($before → $(c_status .dropsSpoofedSource))" \
+  test "$(c_status .dropsSpoofedSource)" -ge $((before + 2))
+c_down
+l_stop
+kill "$I_PID" 2>/dev/null; wait "$I_PID" 2>/dev/null
 
 # --- Tunnelgate with Tunnelgate ------------------------------------------------------------------------
 c_config
