@@ -97,6 +97,30 @@ enum UAPI {
         return .set(change)
     }
 
+    /// The `set=1` request for `change` as wg(8) writes it (ipc-uapi.h's `userspace_set_device`):
+    /// interface keys, then each peer's section in order. `parse(format(c)) == .set(c)` for any
+    /// change `parse` produced; the fuzz target checks it.
+    static func format(_ change: InterfaceChange) -> [String] {
+        var lines = ["set=1"]
+        if let key = change.privateKey { lines.append("private_key=\(hex(key ?? zeroKey))") }
+        if let port = change.listenPort { lines.append("listen_port=\(port)") }
+        if let mark = change.fwmark { lines.append("fwmark=\(mark)") }
+        if change.replacePeers { lines.append("replace_peers=true") }
+        for peer in change.peers {
+            lines.append("public_key=\(hex(peer.publicKey))")
+            if peer.remove { lines.append("remove=true") }
+            if peer.updateOnly { lines.append("update_only=true") }
+            if let psk = peer.presharedKey { lines.append("preshared_key=\(hex(psk ?? zeroKey))") }
+            if let endpoint = peer.endpoint { lines.append("endpoint=\(endpoint)") }
+            if let interval = peer.persistentKeepalive { lines.append("persistent_keepalive_interval=\(interval)") }
+            if peer.replaceAllowedIPs { lines.append("replace_allowed_ips=true") }
+            for prefix in peer.allowedIPs { lines.append("allowed_ip=\(prefix)") }
+        }
+        return lines
+    }
+
+    private static let zeroKey = [UInt8](repeating: 0, count: 32)
+
     static func hexKey(_ value: Substring, _ key: Substring) throws(Failure) -> [UInt8] {
         let digits = Array(value.utf8)
         guard digits.count == 64 else { throw Failure(errno: 22, description: "\(key): not 64 hex digits") }
