@@ -170,10 +170,16 @@ enum FuzzTargets {
             }
             if let cookie = try? Handshake.consumeCookieReply(raw, remotePublic: FuzzWorld.responderStatic.publicKey,
                                                               lastMAC1: FuzzWorld.initiation.state.mac1) {
-                // The receiver index is not authenticated; everything after it is.
-                check(type == .cookieReply && Array(d[8...]) == Array(FuzzWorld.cookieReply[8...]),
-                      "consumeCookieReply accepted a reply that differs from the only valid one")
-                check(cookie == FuzzWorld.replyCookie, "consumeCookieReply decrypted another cookie")
+                // Anyone who knows the responder's public key can make a reply, so any well-formed one
+                // may open; what opened must re-seal to the same bytes under the reply's nonce.
+                check(type == .cookieReply && cookie.count == 16, "consumeCookieReply opened a malformed reply")
+                let nonce = Array(d[8..<32])
+                let sealed = WireGuardCrypto.xseal(key: Handshake.cookieKey(for: FuzzWorld.responderStatic.publicKey), nonce: nonce,
+                                                   plaintext: cookie, additionalData: FuzzWorld.initiation.state.mac1)
+                check(Array(d[32...]) == sealed, "the opened cookie does not re-seal to the reply")
+                if Array(d[8...]) == Array(FuzzWorld.cookieReply[8...]) {
+                    check(cookie == FuzzWorld.replyCookie, "consumeCookieReply decrypted another cookie from the seed reply")
+                }
             }
 
             var generator = FuzzWorld.cookies
