@@ -43,7 +43,7 @@ summary() { printf '%d passed, %d failed\n' "$1" "$2"; [ "$2" -eq 0 ]; exit; }
 
 # --- Build ----------------------------------------------------------------------------------------------
 # Coverage and ASan in both modules, so IP and prefix parsing in TunnelgateSettings is fuzzed too.
-flags=(-sanitize=fuzzer,address -parse-as-library -O -g -swift-version 6 -warnings-as-errors)
+flags=(-sanitize=fuzzer,address -parse-as-library -O -g -swift-version 6)
 settings=(Sources/TunnelgateSettings/*.swift)
 wireguard=(Sources/WireGuard/Protocol/*.swift Sources/WireGuard/Device/UAPI.swift
            Sources/WireGuard/Device/AllowedIPs.swift Sources/WireGuard/Device/Endpoint.swift
@@ -60,6 +60,8 @@ if ! { swiftc "${flags[@]}" -module-name TunnelgateSettings -emit-library -stati
   echo "not ok - building the WireGuard fuzz target failed (log: $out/build.log)"
   summary 0 1
 fi
+# Warnings are shown, not fatal: swift build is where the package's warnings are policed.
+grep -v "Cannot export local symbol" "$out/build.log" | grep -A3 "warning:"
 
 # --- Run ------------------------------------------------------------------------------------------------
 # The Swift runtime's backtracer would take over the crash (and wait for it); libFuzzer's handler must
