@@ -76,6 +76,6 @@ let package = Package(
         .testTarget(name: "NftablesTests", dependencies: ["Nftables", "LinuxSystem", "TunnelgateTestSupport"]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Netlink", "TunnelgateTestSupport"]),
         .testTarget(name: "NetworkExtensionTests", dependencies: ["NetworkExtension", "TunnelgateSettings"]),
-        .testTarget(name: "WireGuardTests", dependencies: ["WireGuard", "LinuxSystem", "TunnelgateTestSupport"]),
+        .testTarget(name: "WireGuardTests", dependencies: ["WireGuard", "LinuxSystem", "TunnelgateSettings", "TunnelgateTestSupport"]),
     ]
 )

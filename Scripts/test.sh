@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every Tunnelgate test, as root, from a fresh clone: installs the Debian packages (Scripts/setup.sh),
-# builds, runs the unit tests (swift test), then every network-namespace scenario in netns/tests/ (two at a
-# time; each builds its own namespaces). Each scenario's output goes to a log that is printed when it ends.
+# builds, runs the unit tests (swift test), the example runtime's C tests, the WireGuard parsers' fuzz
+# target for a bounded time (Scripts/fuzz-wireguard.sh, TG_FUZZ_TIME seconds, default 60), then every
+# network-namespace scenario in netns/tests/ (two at a time; each builds its own namespaces). Each scenario's output goes to a log that is printed when it ends.
 # The last line is the total, "N passed, N failed", counting swift test's executed tests and the scenarios'
 # checks; the exit status is non-zero if anything failed.
 #
@@ -82,6 +83,24 @@ if [ $# -eq 0 ] && [ "$built" -eq 1 ]; then
     passed=$((passed + p))
     failed=$((failed + f))
     [ "$er_rc" -ne 0 ] && [ "$f" -eq 0 ] && fail_step "example runtime tests exited $er_rc with no failed check"
+  fi
+fi
+
+# --- The WireGuard parsers under libFuzzer, for a bounded time (one check: libFuzzer exited 0) ----------
+# A crash or broken invariant leaves its input in .build/fuzz-wireguard/artifacts/; the log names it.
+if [ $# -eq 0 ]; then
+  section "fuzz: Scripts/fuzz-wireguard.sh (${TG_FUZZ_TIME:-60}s)"
+  WG_FUZZ_TIME=${TG_FUZZ_TIME:-60} bash Scripts/fuzz-wireguard.sh >"$logs/fuzz-wireguard.log" 2>&1
+  fz_rc=$?
+  sed 's/^/    /' "$logs/fuzz-wireguard.log"
+  summary=$(tail -n 1 "$logs/fuzz-wireguard.log" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
+  if [ -z "$summary" ]; then
+    fail_step "the WireGuard fuzz target ended without a summary line (exit $fz_rc)"
+  else
+    read -r p f <<<"$summary"
+    passed=$((passed + p))
+    failed=$((failed + f))
+    [ "$fz_rc" -ne 0 ] && [ "$f" -eq 0 ] && fail_step "the WireGuard fuzz target exited $fz_rc with no failed check"
   fi
 fi
 

@@ -21,7 +21,11 @@ public struct Endpoint: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// Parses `IP:port` or `[IPv6]:port` (no host names: the UAPI takes literals).
+    /// Parses `IP:port` or `[IPv6]:port` (no host names: the UAPI takes literals). The port is
+    /// 1...65535 in decimal digits only. An IPv4-mapped IPv6 address (`[::ffff:192.0.2.1]:51820`)
+    /// is folded to IPv4, as `init(_: UnsafePointer<sockaddr_storage>)` folds what the kernel
+    /// reports, so a peer has one identity and is reached on the IPv4 socket (the IPv6 one is
+    /// IPV6_V6ONLY and cannot send to a mapped address).
     public init?(_ text: some StringProtocol) {
         let text = String(text)
         let host: Substring, portText: Substring
@@ -38,8 +42,18 @@ public struct Endpoint: Hashable, Sendable, CustomStringConvertible {
             portText = text[text.index(after: colon)...]
             guard IPv4Address(host) != nil else { return nil }
         }
-        guard let address = IPAddress(host), let port = UInt16(portText), port != 0 else { return nil }
+        guard var address = IPAddress(host), let port = Self.port(portText), port != 0 else { return nil }
+        if case .v6(let a) = address, a.high == 0, a.low >> 32 == 0xffff {
+            address = .v4(IPv4Address(UInt32(truncatingIfNeeded: a.low)))
+        }
         self.init(address: address, port: port)
+    }
+
+    /// Decimal digits only (UInt16.init would also take a sign); nil past 65535.
+    private static func port(_ text: Substring) -> UInt16? {
+        guard !text.isEmpty, text.utf8.count <= 5, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+        else { return nil }
+        return UInt16(text)
     }
 
     /// The socket family this endpoint is reached on.
