@@ -155,6 +155,10 @@ check_no_match "wg show does not print the private key" "$(re "$C_KEY")" "$TG_OU
 run in_c wg set "$TGW" peer "$X_PUB" allowed-ips 10.71.0.0/24
 check_rc "wg set adds a peer" 0
 check_match "wg show lists it with its allowed IPs" "10.71.0.0/24" "$(in_c wg show "$TGW" allowed-ips)"
+run in_c wg set "$TGW" listen-port 51821 peer "$X_PUB" allowed-ips 10.72.0.0/24 endpoint "[fe80::1%lo]:1"
+check_rc_nonzero "wg set with a bad endpoint fails"
+check_match "... and wg(8) names the reason Tunnelgate gave" "Invalid argument" "$TG_ERR"
+check_no_match "... and changes nothing" "10.72.0.0/24" "$(in_c wg show "$TGW" allowed-ips)"
 run in_c wg set "$TGW" peer "$X_PUB" remove
 check_no_match "wg set removes it again" "$(re "$X_PUB")" "$(in_c wg show "$TGW" peers)"
 

@@ -861,6 +861,8 @@ public final class WireGuardDevice: @unchecked Sendable {
             // wg(8) connects and closes without a word to see whether an interface is there.
             if lines.isEmpty { continue }
             var reply: String
+            // wg(8) reads a set reply's errno as negative (as wireguard-go writes it), a get reply's as digits.
+            let isSet = lines.first == "set=1"
             do throws(UAPI.Failure) {
                 switch try UAPI.parse(lines) {
                 case .get: reply = uapiGet() + "errno=0\n\n"
@@ -870,7 +872,7 @@ public final class WireGuardDevice: @unchecked Sendable {
                 }
             } catch {
                 log("wg API: \(error.description)")
-                reply = "errno=\(error.errno)\n\n"
+                reply = "errno=\(isSet ? -error.errno : error.errno)\n\n"
             }
             // MSG_NOSIGNAL: a client that hung up must not SIGPIPE the tunnel's process.
             let bytes = Array(reply.utf8)
