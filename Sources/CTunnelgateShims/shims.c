@@ -2,6 +2,7 @@
 #include "CTunnelgateShims.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,19 +18,37 @@
 #include <sys/ioctl.h>
 #include <net/if.h>
 #include <linux/if_tun.h>
+#include <linux/virtio_net.h>
 #include <linux/rtnetlink.h>
 
 _Static_assert(IFNAMSIZ == 16, "IFNAMSIZ is 16 on Linux");
 
-int CTunnelgateShims_tun_open(const char *name, char *actual_name, int nonblocking) {
-    int flags = O_RDWR | O_CLOEXEC | (nonblocking ? O_NONBLOCK : 0);
-    int fd = open("/dev/net/tun", flags);
+// The layout and constants the WireGuard device's Swift (VirtioNetHeader) assumes.
+_Static_assert(sizeof(struct virtio_net_hdr) == 10, "struct virtio_net_hdr is 10 bytes");
+_Static_assert(offsetof(struct virtio_net_hdr, gso_type) == 1, "gso_type at 1");
+_Static_assert(offsetof(struct virtio_net_hdr, hdr_len) == 2, "hdr_len at 2");
+_Static_assert(offsetof(struct virtio_net_hdr, gso_size) == 4, "gso_size at 4");
+_Static_assert(offsetof(struct virtio_net_hdr, csum_start) == 6, "csum_start at 6");
+_Static_assert(offsetof(struct virtio_net_hdr, csum_offset) == 8, "csum_offset at 8");
+_Static_assert(VIRTIO_NET_HDR_F_NEEDS_CSUM == 1 && VIRTIO_NET_HDR_F_DATA_VALID == 2, "virtio_net_hdr flags");
+_Static_assert(VIRTIO_NET_HDR_GSO_NONE == 0 && VIRTIO_NET_HDR_GSO_TCPV4 == 1 && VIRTIO_NET_HDR_GSO_UDP == 3
+               && VIRTIO_NET_HDR_GSO_TCPV6 == 4 && VIRTIO_NET_HDR_GSO_ECN == 0x80,
+               "virtio_net_hdr GSO types");
+#ifdef VIRTIO_NET_HDR_GSO_UDP_L4 // linux/virtio_net.h of Linux 6.2 and later
+_Static_assert(VIRTIO_NET_HDR_GSO_UDP_L4 == 5, "virtio_net_hdr GSO type UDP_L4");
+#endif
+
+static int tun_attach(const char *name, char *actual_name, int nonblocking, short flags, unsigned offloads) {
+    int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC | (nonblocking ? O_NONBLOCK : 0));
     if (fd < 0) return -1;
     struct ifreq ifr;
     memset(&ifr, 0, sizeof(ifr));
-    ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+    ifr.ifr_flags = flags;
     if (name != NULL) strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
-    if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
+    int header_size = (int)sizeof(struct virtio_net_hdr);
+    if (ioctl(fd, TUNSETIFF, &ifr) < 0
+        || ((flags & IFF_VNET_HDR) && (ioctl(fd, TUNSETVNETHDRSZ, &header_size) < 0
+                                       || ioctl(fd, TUNSETOFFLOAD, offloads) < 0))) {
         int saved = errno;
         close(fd);
         errno = saved;
@@ -41,6 +60,25 @@ int CTunnelgateShims_tun_open(const char *name, char *actual_name, int nonblocki
     }
     return fd;
 }
+
+int CTunnelgateShims_tun_open(const char *name, char *actual_name, int nonblocking, int offloads) {
+    if (offloads) {
+        int fd = tun_attach(name, actual_name, nonblocking, IFF_TUN | IFF_NO_PI | IFF_VNET_HDR,
+                            TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6);
+        if (fd >= 0) return fd;
+        // Refused (an old or emulated kernel): the interface, not persistent, went with the descriptor.
+    }
+    return tun_attach(name, actual_name, nonblocking, IFF_TUN | IFF_NO_PI, 0);
+}
+
+int CTunnelgateShims_tun_flags(int fd) {
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof(ifr));
+    if (ioctl(fd, TUNGETIFF, &ifr) < 0) return -1;
+    return (unsigned short)ifr.ifr_flags;
+}
+
+int CTunnelgateShims_iff_vnet_hdr(void) { return IFF_VNET_HDR; }
 
 int CTunnelgateShims_ifnamsiz(void) { return IFNAMSIZ; }
 

@@ -11,7 +11,17 @@
 /// Opens /dev/net/tun and attaches an IFF_TUN | IFF_NO_PI interface named
 /// `name` (created if absent). Returns the fd, or -1 with errno set.
 /// `actual_name` (IFNAMSIZ bytes) receives the name the kernel used.
-int CTunnelgateShims_tun_open(const char *name, char *actual_name, int nonblocking);
+/// With `offloads`, asks for IFF_VNET_HDR too, TUNSETVNETHDRSZ(10) and
+/// TUNSETOFFLOAD(TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6): every read and write
+/// then starts with a struct virtio_net_hdr. A kernel that refuses gets a
+/// plain TUN instead; CTunnelgateShims_tun_flags tells which it is.
+int CTunnelgateShims_tun_open(const char *name, char *actual_name, int nonblocking, int offloads);
+
+/// The TUN's ifr_flags (TUNGETIFF), or -1 with errno set.
+int CTunnelgateShims_tun_flags(int fd);
+
+/// IFF_VNET_HDR.
+int CTunnelgateShims_iff_vnet_hdr(void);
 
 /// IFNAMSIZ, including the terminating NUL.
 int CTunnelgateShims_ifnamsiz(void);
