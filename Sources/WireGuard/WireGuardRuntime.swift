@@ -11,6 +11,8 @@ public final class WireGuardRuntime: HostedRuntime {
     public let packetPath = PacketPath.fd
     public var startTimeout: Double { 5 }
     public var tunWriter: TunWriter? { nil }
+    /// The device segments TCP super-packets itself and writes a virtio_net_hdr before every packet.
+    public var wantsTunOffloads: Bool { true }
 
     let device: WireGuardDevice
     let settings: WireGuardSettings
@@ -99,7 +101,7 @@ public final class WireGuardRuntime: HostedRuntime {
         }
         let interface = phase == .ready || phase == .reconnecting ? interfaceName : nil
         var json = "{\"state\":\"\(phase.rawValue)\",\"interface\":\(interface.map { JSONValue.quoted($0) } ?? "null"),"
-        json += "\"packetPath\":\"fd\",\"kind\":\"wireguard\",\"listenPort\":\(s.listenPort),\"peers\":["
+        json += "\"packetPath\":\"fd\",\"kind\":\"wireguard\",\"listenPort\":\(s.listenPort),\"tunOffloads\":\(s.tunOffloads),\"peers\":["
         json += s.peers.map { p in
             var o = "{\"publicKey\":\"\(p.publicKey.base64)\",\"endpoint\":\(p.endpoint.map { JSONValue.quoted($0.description) } ?? "null"),"
             o += "\"allowedIPs\":[\(p.allowedIPs.map { "\"\($0)\"" }.joined(separator: ","))],"
