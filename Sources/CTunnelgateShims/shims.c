@@ -15,6 +15,7 @@
 #include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <netinet/udp.h>
 #include <sys/ioctl.h>
 #include <net/if.h>
 #include <linux/if_tun.h>
@@ -209,4 +210,22 @@ int CTunnelgateShims_send_batch(int fd, const void *buffers, size_t slot_size, c
         return -1;
     }
     return (int)sent;
+}
+
+int CTunnelgateShims_send_segmented(int fd, const void *buffer, size_t length, unsigned short segment_size,
+                                    const void *address, unsigned address_length) {
+    struct iovec vector = { .iov_base = (void *)buffer, .iov_len = length };
+    union { char bytes[CMSG_SPACE(sizeof(uint16_t))]; struct cmsghdr align; } control;
+    memset(&control, 0, sizeof control);
+    struct msghdr message = { .msg_name = (void *)address, .msg_namelen = address_length, .msg_iov = &vector,
+                              .msg_iovlen = 1, .msg_control = control.bytes, .msg_controllen = sizeof control.bytes };
+    struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_UDP;
+    header->cmsg_type = UDP_SEGMENT;
+    header->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    uint16_t size = segment_size;
+    memcpy(CMSG_DATA(header), &size, sizeof size);
+    ssize_t n;
+    do n = sendmsg(fd, &message, 0); while (n < 0 && errno == EINTR);
+    return n < 0 ? -1 : 0;
 }

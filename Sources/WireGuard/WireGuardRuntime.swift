@@ -11,8 +11,12 @@ public final class WireGuardRuntime: HostedRuntime {
     public let packetPath = PacketPath.fd
     public var startTimeout: Double { 5 }
     public var tunWriter: TunWriter? { nil }
-    /// The device segments TCP super-packets itself and writes a virtio_net_hdr before every packet.
-    public var wantsTunOffloads: Bool { true }
+    /// The device segments TCP super-packets itself and writes a virtio_net_hdr before every packet
+    /// (unless `offloadsVariable` is `off`).
+    public var wantsTunOffloads: Bool { getenv(Self.offloadsVariable).map { String(cString: $0) } != "off" }
+    /// `off` makes the TUN a plain one (a packet per read, no UDP segmentation): for measuring
+    /// what the offloads bring (docs/performance.md), not for use.
+    public static let offloadsVariable = "TUNNELGATE_WIREGUARD_OFFLOADS"
 
     let device: WireGuardDevice
     let settings: WireGuardSettings

@@ -77,4 +77,9 @@ int CTunnelgateShims_receive_batch(int fd, void *buffers, size_t slot_size, unsi
 int CTunnelgateShims_send_batch(int fd, const void *buffers, size_t slot_size, const size_t *lengths, unsigned count,
                                 const void *addresses, size_t address_size, const unsigned *addresslengths);
 
+/// Sends `length` bytes as datagrams of `segment_size` bytes (the last may be shorter) with one
+/// sendmsg carrying UDP_SEGMENT (UDP GSO). 0, or -1 with errno.
+int CTunnelgateShims_send_segmented(int fd, const void *buffer, size_t length, unsigned short segment_size,
+                                    const void *address, unsigned address_length);
+
 #endif
