@@ -176,34 +176,89 @@ int CTunnelgateShims_receive_batch(int fd, void *buffers, size_t slot_size, unsi
     return n;
 }
 
+// UDP_MAX_SEGMENTS of the kernels that allow the fewest, and a total under the 65,507-byte UDP payload of IPv4.
+enum { segment_limit = 64, segmented_length_limit = 65000 };
+
+static int segmentation_refused(int error) {
+    return error == EIO || error == EINVAL || error == ENOPROTOOPT || error == EOPNOTSUPP;
+}
+
 int CTunnelgateShims_send_batch(int fd, const void *buffers, size_t slot_size, const size_t *lengths, unsigned count,
-                                const void *addresses, size_t address_size, const unsigned *addresslengths) {
+                                const void *addresses, size_t address_size, const unsigned *addresslengths,
+                                int *segmentation, unsigned *segmented_sends) {
     struct mmsghdr messages[batch_limit];
     struct iovec vectors[batch_limit];
+    unsigned first[batch_limit], runs[batch_limit];
+    union { char bytes[CMSG_SPACE(sizeof(uint16_t))]; struct cmsghdr align; } controls[batch_limit];
     if (count > batch_limit) count = batch_limit;
     for (unsigned i = 0; i < count; i++) {
         vectors[i].iov_base = (char *)buffers + (size_t)i * slot_size;
         vectors[i].iov_len = lengths[i];
-        memset(&messages[i], 0, sizeof messages[i]);
-        messages[i].msg_hdr.msg_iov = &vectors[i];
-        messages[i].msg_hdr.msg_iovlen = 1;
-        messages[i].msg_hdr.msg_name = (char *)addresses + (size_t)i * address_size;
-        messages[i].msg_hdr.msg_namelen = addresslengths[i];
     }
-    // A message that fails (one unreachable destination) is skipped; the rest still go.
+    // A run of datagrams to one address, all of one length but the last (which may be shorter),
+    // becomes one message: its slots as the iovecs, and UDP_SEGMENT to cut them apart again.
+    unsigned m = 0;
+    for (unsigned i = 0; i < count; m++) {
+        const char *address = (const char *)addresses + (size_t)i * address_size;
+        unsigned j = i + 1;
+        size_t total = lengths[i];
+        while (*segmentation && j < count && j - i < segment_limit && lengths[j - 1] == lengths[i]
+               && lengths[j] <= lengths[i] && total + lengths[j] <= segmented_length_limit
+               && addresslengths[j] == addresslengths[i]
+               && memcmp((const char *)addresses + (size_t)j * address_size, address, addresslengths[i]) == 0) {
+            total += lengths[j];
+            j++;
+        }
+        memset(&messages[m], 0, sizeof messages[m]);
+        messages[m].msg_hdr.msg_iov = &vectors[i];
+        messages[m].msg_hdr.msg_iovlen = j - i;
+        messages[m].msg_hdr.msg_name = (void *)address;
+        messages[m].msg_hdr.msg_namelen = addresslengths[i];
+        if (j - i > 1) {
+            memset(&controls[m], 0, sizeof controls[m]);
+            messages[m].msg_hdr.msg_control = controls[m].bytes;
+            messages[m].msg_hdr.msg_controllen = sizeof controls[m].bytes;
+            struct cmsghdr *header = CMSG_FIRSTHDR(&messages[m].msg_hdr);
+            header->cmsg_level = SOL_UDP;
+            header->cmsg_type = UDP_SEGMENT;
+            header->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+            uint16_t size = (uint16_t)lengths[i];
+            memcpy(CMSG_DATA(header), &size, sizeof size);
+        }
+        first[m] = i;
+        runs[m] = j - i;
+        i = j;
+    }
+    // A message that fails (one unreachable destination) is skipped; the rest still go. A run the
+    // kernel cannot segment (an old kernel, a path MTU below the datagrams) goes one datagram at a
+    // time, and *segmentation is cleared so that later batches do not try again.
     unsigned next = 0, sent = 0;
     int last_error = 0;
-    while (next < count) {
-        int n = sendmmsg(fd, messages + next, count - next, 0);
+    while (next < m) {
+        int n = sendmmsg(fd, messages + next, m - next, 0);
         if (n < 0) {
             if (errno == EINTR) continue;
             last_error = errno;
+            if (runs[next] > 1 && segmentation_refused(errno)) {
+                *segmentation = 0;
+                for (unsigned k = first[next]; k < first[next] + runs[next]; k++) {
+                    ssize_t one;
+                    do {
+                        one = sendto(fd, vectors[k].iov_base, vectors[k].iov_len, 0,
+                                     (const struct sockaddr *)messages[next].msg_hdr.msg_name, messages[next].msg_hdr.msg_namelen);
+                    } while (one < 0 && errno == EINTR);
+                    if (one >= 0) sent++;
+                }
+            }
             next += 1;
             continue;
         }
         if (n == 0) break;
+        for (unsigned k = next; k < next + (unsigned)n; k++) {
+            sent += runs[k];
+            if (runs[k] > 1) *segmented_sends += 1;
+        }
         next += (unsigned)n;
-        sent += (unsigned)n;
     }
     if (sent == 0 && last_error != 0) {
         errno = last_error;
@@ -212,20 +267,3 @@ int CTunnelgateShims_send_batch(int fd, const void *buffers, size_t slot_size, c
     return (int)sent;
 }
 
-int CTunnelgateShims_send_segmented(int fd, const void *buffer, size_t length, unsigned short segment_size,
-                                    const void *address, unsigned address_length) {
-    struct iovec vector = { .iov_base = (void *)buffer, .iov_len = length };
-    union { char bytes[CMSG_SPACE(sizeof(uint16_t))]; struct cmsghdr align; } control;
-    memset(&control, 0, sizeof control);
-    struct msghdr message = { .msg_name = (void *)address, .msg_namelen = address_length, .msg_iov = &vector,
-                              .msg_iovlen = 1, .msg_control = control.bytes, .msg_controllen = sizeof control.bytes };
-    struct cmsghdr *header = CMSG_FIRSTHDR(&message);
-    header->cmsg_level = SOL_UDP;
-    header->cmsg_type = UDP_SEGMENT;
-    header->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-    uint16_t size = segment_size;
-    memcpy(CMSG_DATA(header), &size, sizeof size);
-    ssize_t n;
-    do n = sendmsg(fd, &message, 0); while (n < 0 && errno == EINTR);
-    return n < 0 ? -1 : 0;
-}

@@ -13,10 +13,11 @@ public final class WireGuardRuntime: HostedRuntime {
     public var tunWriter: TunWriter? { nil }
     /// The device segments TCP super-packets itself and writes a virtio_net_hdr before every packet
     /// (unless `offloadsVariable` is `off`).
-    public var wantsTunOffloads: Bool { getenv(Self.offloadsVariable).map { String(cString: $0) } != "off" }
-    /// `off` makes the TUN a plain one (a packet per read, no UDP segmentation): for measuring
-    /// what the offloads bring (docs/performance.md), not for use.
+    public var wantsTunOffloads: Bool { offloads }
+    /// `off` makes the TUN a plain one (a packet per read) and sends a datagram per message (no
+    /// UDP_SEGMENT): for measuring what the offloads bring (docs/performance.md), not for use.
     public static let offloadsVariable = "TUNNELGATE_WIREGUARD_OFFLOADS"
+    private let offloads = getenv(WireGuardRuntime.offloadsVariable).map { String(cString: $0) } != "off"
 
     let device: WireGuardDevice
     let settings: WireGuardSettings
@@ -85,7 +86,7 @@ public final class WireGuardRuntime: HostedRuntime {
     public func start(tun: FileDescriptor, mtu: Int) throws(RuntimeError) {
         let name = interfaceName
         try device.start(tun: tun, mtu: mtu, fwmark: slotMark,
-                         uapiPath: name.map { "\(Self.socketDirectory)/\($0).sock" })
+                         uapiPath: name.map { "\(Self.socketDirectory)/\($0).sock" }, udpSegmentation: offloads)
         started = true
     }
 

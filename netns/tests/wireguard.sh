@@ -10,7 +10,7 @@
 #
 # Asserted: handshakes initiated from either side; ping both ways in IPv4 and IPv6 inside the tunnel,
 # over an IPv4 and an IPv6 carrier; iperf3 TCP and UDP both ways (TCP leaving C as TUN super-packets
-# Tunnelgate segments itself, TSO, sent as UDP GSO trains); a preshared key; a wrong key gets
+# Tunnelgate segments itself, TSO, and sends in UDP GSO runs); a preshared key; a wrong key gets
 # no handshake and no crash; `wg show` and `wg set` work on Tunnelgate's interface; persistent
 # keepalive seen by the peer; a rekey (timers shortened by the test-only variable); the peer roaming to
 # a new address; the peer restarted mid-transfer; two Tunnelgate instances with each other; bad
@@ -141,7 +141,7 @@ iperf "TCP C→L" "$NS_L" 10.70.0.2 "$NS_C"
 supers4=$(c_status .superPacketsRead)
 check "... C's kernel handed it to Tunnelgate as TCP super-packets, segmented there (${supers4:-0})" test "${supers4:-0}" -gt 0
 trains=$(c_status .segmentedSends)
-check "... whose segments left in trains, one sendmsg(UDP_SEGMENT) each (${trains:-0})" test "${trains:-0}" -gt 0
+check "... whose segments left in runs sent as one with UDP_SEGMENT (${trains:-0})" test "${trains:-0}" -gt 0
 iperf "TCP L→C" "$NS_L" 10.70.0.2 "$NS_C" -R
 iperf "UDP C→L" "$NS_L" 10.70.0.2 "$NS_C" -u -b 100M
 iperf "UDP L→C" "$NS_L" 10.70.0.2 "$NS_C" -u -b 100M -R

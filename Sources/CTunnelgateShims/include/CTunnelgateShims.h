@@ -72,14 +72,13 @@ int CTunnelgateShims_receive_batch(int fd, void *buffers, size_t slot_size, unsi
                                    void *addresses, size_t address_size);
 
 /// Sends `count` datagrams with sendmmsg: datagram i is lengths[i] bytes at buffers + i * slot_size,
-/// to the sockaddr at addresses + i * address_size of addresslengths[i] bytes. Retries the rest after
-/// a partial send and EINTR; returns how many were sent, or -1 with errno when none was.
+/// to the sockaddr at addresses + i * address_size of addresslengths[i] bytes. With *segmentation,
+/// each run of datagrams to one address, of one length but the last (up to 64, 65,000 bytes), goes
+/// as one message with UDP_SEGMENT (UDP GSO), counted in *segmented_sends; if the kernel refuses it,
+/// that run is sent a datagram at a time and *segmentation cleared. Retries the rest after a partial
+/// send and EINTR; returns how many datagrams were sent, or -1 with errno when none was.
 int CTunnelgateShims_send_batch(int fd, const void *buffers, size_t slot_size, const size_t *lengths, unsigned count,
-                                const void *addresses, size_t address_size, const unsigned *addresslengths);
-
-/// Sends `length` bytes as datagrams of `segment_size` bytes (the last may be shorter) with one
-/// sendmsg carrying UDP_SEGMENT (UDP GSO). 0, or -1 with errno.
-int CTunnelgateShims_send_segmented(int fd, const void *buffer, size_t length, unsigned short segment_size,
-                                    const void *address, unsigned address_length);
+                                const void *addresses, size_t address_size, const unsigned *addresslengths,
+                                int *segmentation, unsigned *segmented_sends);
 
 #endif

@@ -94,8 +94,6 @@ public final class WireGuardDevice: @unchecked Sendable {
     private var outbound4 = DatagramBatch(slotSize: 1420 + 32)
     private var outbound6 = DatagramBatch(slotSize: 1420 + 32)
     private let tunBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
-    /// The segments of one TCP super-packet, sealed back to back for one sendmsg(UDP_SEGMENT).
-    private var train = DatagramTrain(messageCapacity: 1420 + Transport.overhead)
 
     /// Binds the UDP port (so a port in use is an error before anything
     /// else happens) and takes the configuration's peers.
@@ -138,15 +136,17 @@ public final class WireGuardDevice: @unchecked Sendable {
     public var boundPort: UInt16 { listenPort }
 
     /// Starts the device thread on `tun`; the UAPI socket is created at
-    /// `uapiPath` when given (its directory is created owner-writable).
-    public func start(tun: FileDescriptor, mtu: Int, fwmark: UInt32?, uapiPath: String?) throws(RuntimeError) {
+    /// `uapiPath` when given (its directory is created owner-writable). With
+    /// `udpSegmentation`, runs of same-size datagrams to one peer (a TCP
+    /// super-packet's segments) are sent with UDP_SEGMENT.
+    public func start(tun: FileDescriptor, mtu: Int, fwmark: UInt32?, uapiPath: String?,
+                      udpSegmentation: Bool = true) throws(RuntimeError) {
         self.tun = tun
         self.mtu = mtu
         tunHeader = TunDevice.carriesVirtioHeader(tun)
         // A slot holds the largest packet the TUN gives (the MTU) sealed: header, padding, tag.
-        outbound4 = DatagramBatch(slotSize: mtu + Transport.overhead + 16)
-        outbound6 = DatagramBatch(slotSize: mtu + Transport.overhead + 16)
-        train = DatagramTrain(messageCapacity: mtu + Transport.overhead)
+        outbound4 = DatagramBatch(slotSize: mtu + Transport.overhead + 16, segmentation: udpSegmentation)
+        outbound6 = DatagramBatch(slotSize: mtu + Transport.overhead + 16, segmentation: udpSegmentation)
         if let fwmark, self.fwmark == 0 { self.fwmark = fwmark }
         do throws(SystemCallError) {
             try tun.setNonBlocking(true)
@@ -320,9 +320,9 @@ public final class WireGuardDevice: @unchecked Sendable {
         }
     }
 
-    /// Sends a TCP super-packet read from the TUN as its segments, each written straight where it
-    /// is sealed in place: back to back in the datagram train, sent with one sendmsg(UDP_SEGMENT)
-    /// per train; or, while there is no session, staged one by one.
+    /// Sends a TCP super-packet read from the TUN as its segments: each is written straight into
+    /// the outbound batch's next slot, where its transport message is then sealed in place. The
+    /// sealed segments are of one size but the last, so the batch sends them with UDP_SEGMENT.
     private func route(_ packet: UnsafeRawBufferPointer, as plan: TCPSegmentation, now: Double) {
         guard let id = allowed.lookup(packet: packet, source: false), let peer = peers[id] else {
             counters.dropsNoPeer += UInt64(plan.count)
@@ -333,39 +333,18 @@ public final class WireGuardDevice: @unchecked Sendable {
             return
         }
         counters.superPacketsRead += 1
-        // What the batch holds was read before: it goes first.
-        flushOutbound()
+        let batch = endpoint.address.family == .ipv4 ? outbound4 : outbound6
         var staged = false
         for i in 0..<plan.count {
-            let length = plan.length(ofSegment: i)
-            let sealedLength = Transport.overhead
-                + (Transport.paddedLength(packetLength: length, capacity: train.messageCapacity) ?? train.messageCapacity)
-            if !train.hasRoom || (!train.isEmpty && sealedLength > train.segmentSize) { flushTrain(to: endpoint) }
-            let slot = train.nextSlot
-            let payload = slot.baseAddress! + MessageType.transportHeaderLength
+            if batch.isFull { flushOutbound() }
+            let payload = batch.nextSlot.baseAddress! + MessageType.transportHeaderLength
             let segment = UnsafeRawBufferPointer(start: payload, count: plan.writeSegment(i, of: packet, to: payload))
-            if let sealed = seal(peer, segment, into: slot, now: now) {
-                train.commit(length: sealed)
-            } else {
+            if !sendData(peer, segment, now: now) {
                 stage(peer, Array(segment))
                 staged = true
             }
         }
-        flushTrain(to: endpoint)
         if staged { initiateHandshake(peer, now: now, retransmit: false) }
-    }
-
-    private func flushTrain(to endpoint: Endpoint) {
-        guard !train.isEmpty else { return }
-        guard let fd = endpoint.address.family == .ipv4 ? udp4 : udp6 else {
-            counters.sendErrors += UInt64(train.count)
-            train.discard()
-            return
-        }
-        let (failed, refused) = train.flush(fd.rawValue, to: endpoint)
-        counters.sendErrors += UInt64(failed)
-        counters.segmentedSends = train.segmentedSends
-        if refused { log("UDP segmentation offload (UDP_SEGMENT) refused: one send per datagram from now on") }
     }
 
     private func stage(_ peer: Peer, _ packet: [UInt8]) {
@@ -378,8 +357,14 @@ public final class WireGuardDevice: @unchecked Sendable {
 
     /// Sends what the outbound batches hold, one sendmmsg per socket.
     private func flushOutbound() {
+        guard !outbound4.isEmpty || !outbound6.isEmpty else { return }
+        let segmenting = outbound4.segmentation && outbound6.segmentation
         if !outbound4.isEmpty { counters.sendErrors += UInt64(outbound4.flush(udp4?.rawValue ?? -1)) }
         if !outbound6.isEmpty { counters.sendErrors += UInt64(outbound6.flush(udp6?.rawValue ?? -1)) }
+        counters.segmentedSends = outbound4.segmentedSends + outbound6.segmentedSends
+        if segmenting && !(outbound4.segmentation && outbound6.segmentation) {
+            log("UDP segmentation offload (UDP_SEGMENT) refused: one datagram per send from now on")
+        }
     }
 
     /// Seals `packet` (empty: a keepalive) in the current session into the
@@ -387,34 +372,24 @@ public final class WireGuardDevice: @unchecked Sendable {
     /// false when there is no session that may send.
     @discardableResult
     private func sendData(_ peer: Peer, _ packet: UnsafeRawBufferPointer, now: Double) -> Bool {
-        guard let endpoint = peer.endpoint, canSend(peer, now: now) else { return false }
+        guard let endpoint = peer.endpoint, let session = peer.current,
+              now - session.created < timers.rejectAfterTime,
+              session.sendCounter < WireGuardProtocol.rejectAfterMessages else { return false }
         let batch = endpoint.address.family == .ipv4 ? outbound4 : outbound6
         guard packet.count + Transport.overhead + 16 <= batch.slotSize else {
             counters.dropsMalformedPacket += 1
             return true
         }
         if batch.isFull { flushOutbound() }
-        // Padding stops at the MTU: `into` is sized MTU + the 32 bytes of header and tag.
-        let slot = batch.nextSlot
-        guard let length = seal(peer, packet, into: UnsafeMutableRawBufferPointer(
-            rebasing: slot[0..<(max(mtu, packet.count) + Transport.overhead)]), now: now) else { return false }
-        batch.commit(length: length, to: endpoint)
-        return true
-    }
-
-    private func canSend(_ peer: Peer, now: Double) -> Bool {
-        guard let session = peer.current else { return false }
-        return now - session.created < timers.rejectAfterTime && session.sendCounter < WireGuardProtocol.rejectAfterMessages
-    }
-
-    /// Seals `packet` as the next transport message of the current session into `out`; its length,
-    /// or nil when no session may send.
-    private func seal(_ peer: Peer, _ packet: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer, now: Double) -> Int? {
-        guard canSend(peer, now: now), let session = peer.current else { return nil }
         let counter = session.sendCounter
         peer.current!.sendCounter = counter + 1
-        guard let length = Transport.encodeTransport(keypair: session.keypair, counter: counter, packet: packet, into: out)
-        else { return nil }
+        // Padding stops at the MTU: `into` is sized MTU + the 32 bytes of header and tag.
+        let slot = batch.nextSlot
+        guard let length = Transport.encodeTransport(
+            keypair: session.keypair, counter: counter, packet: packet,
+            into: UnsafeMutableRawBufferPointer(rebasing: slot[0..<(max(mtu, packet.count) + Transport.overhead)]))
+        else { return false }
+        batch.commit(length: length, to: endpoint)
         peer.txBytes += UInt64(length)
         if packet.isEmpty {
             counters.keepalivesSent += 1
@@ -429,7 +404,7 @@ public final class WireGuardDevice: @unchecked Sendable {
             || counter >= timers.rekeyAfterMessages {
             initiateHandshake(peer, now: now, retransmit: false)
         }
-        return length
+        return true
     }
 
     private func sendKeepalive(_ peer: Peer, now: Double) {

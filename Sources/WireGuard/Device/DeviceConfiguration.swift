@@ -52,7 +52,7 @@ public struct DeviceCounters: Sendable, Equatable {
     public var sendErrors: UInt64 = 0, tunWriteErrors: UInt64 = 0
     /// TCP super-packets read from a TUN with offloads (each sent as segments, counted in packetsSent).
     public var superPacketsRead: UInt64 = 0
-    /// sendmsg(UDP_SEGMENT) calls: trains of a super-packet's segments sent in one go (UDP GSO).
+    /// Messages sent with UDP_SEGMENT: runs of a super-packet's segments sent as one (UDP GSO).
     public var segmentedSends: UInt64 = 0
     /// TUN reads dropped for their virtio_net_hdr: a GSO type not asked for, or a header that does not fit.
     public var dropsOffloadUnsupported: UInt64 = 0, dropsOffloadMalformed: UInt64 = 0
