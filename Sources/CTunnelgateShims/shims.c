@@ -2,6 +2,7 @@
 #include "CTunnelgateShims.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,22 +15,41 @@
 #include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <netinet/udp.h>
 #include <sys/ioctl.h>
 #include <net/if.h>
 #include <linux/if_tun.h>
+#include <linux/virtio_net.h>
 #include <linux/rtnetlink.h>
 
 _Static_assert(IFNAMSIZ == 16, "IFNAMSIZ is 16 on Linux");
 
-int CTunnelgateShims_tun_open(const char *name, char *actual_name, int nonblocking) {
-    int flags = O_RDWR | O_CLOEXEC | (nonblocking ? O_NONBLOCK : 0);
-    int fd = open("/dev/net/tun", flags);
+// The layout and constants the WireGuard device's Swift (VirtioNetHeader) assumes.
+_Static_assert(sizeof(struct virtio_net_hdr) == 10, "struct virtio_net_hdr is 10 bytes");
+_Static_assert(offsetof(struct virtio_net_hdr, gso_type) == 1, "gso_type at 1");
+_Static_assert(offsetof(struct virtio_net_hdr, hdr_len) == 2, "hdr_len at 2");
+_Static_assert(offsetof(struct virtio_net_hdr, gso_size) == 4, "gso_size at 4");
+_Static_assert(offsetof(struct virtio_net_hdr, csum_start) == 6, "csum_start at 6");
+_Static_assert(offsetof(struct virtio_net_hdr, csum_offset) == 8, "csum_offset at 8");
+_Static_assert(VIRTIO_NET_HDR_F_NEEDS_CSUM == 1 && VIRTIO_NET_HDR_F_DATA_VALID == 2, "virtio_net_hdr flags");
+_Static_assert(VIRTIO_NET_HDR_GSO_NONE == 0 && VIRTIO_NET_HDR_GSO_TCPV4 == 1 && VIRTIO_NET_HDR_GSO_UDP == 3
+               && VIRTIO_NET_HDR_GSO_TCPV6 == 4 && VIRTIO_NET_HDR_GSO_ECN == 0x80,
+               "virtio_net_hdr GSO types");
+#ifdef VIRTIO_NET_HDR_GSO_UDP_L4 // linux/virtio_net.h of Linux 6.2 and later
+_Static_assert(VIRTIO_NET_HDR_GSO_UDP_L4 == 5, "virtio_net_hdr GSO type UDP_L4");
+#endif
+
+static int tun_attach(const char *name, char *actual_name, int nonblocking, short flags, unsigned offloads) {
+    int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC | (nonblocking ? O_NONBLOCK : 0));
     if (fd < 0) return -1;
     struct ifreq ifr;
     memset(&ifr, 0, sizeof(ifr));
-    ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+    ifr.ifr_flags = flags;
     if (name != NULL) strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
-    if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
+    int header_size = (int)sizeof(struct virtio_net_hdr);
+    if (ioctl(fd, TUNSETIFF, &ifr) < 0
+        || ((flags & IFF_VNET_HDR) && (ioctl(fd, TUNSETVNETHDRSZ, &header_size) < 0
+                                       || ioctl(fd, TUNSETOFFLOAD, offloads) < 0))) {
         int saved = errno;
         close(fd);
         errno = saved;
@@ -41,6 +61,25 @@ int CTunnelgateShims_tun_open(const char *name, char *actual_name, int nonblocki
     }
     return fd;
 }
+
+int CTunnelgateShims_tun_open(const char *name, char *actual_name, int nonblocking, int offloads) {
+    if (offloads) {
+        int fd = tun_attach(name, actual_name, nonblocking, IFF_TUN | IFF_NO_PI | IFF_VNET_HDR,
+                            TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6);
+        if (fd >= 0) return fd;
+        // Refused (an old or emulated kernel): the interface, not persistent, went with the descriptor.
+    }
+    return tun_attach(name, actual_name, nonblocking, IFF_TUN | IFF_NO_PI, 0);
+}
+
+int CTunnelgateShims_tun_flags(int fd) {
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof(ifr));
+    if (ioctl(fd, TUNGETIFF, &ifr) < 0) return -1;
+    return (unsigned short)ifr.ifr_flags;
+}
+
+int CTunnelgateShims_iff_vnet_hdr(void) { return IFF_VNET_HDR; }
 
 int CTunnelgateShims_ifnamsiz(void) { return IFNAMSIZ; }
 
@@ -137,34 +176,89 @@ int CTunnelgateShims_receive_batch(int fd, void *buffers, size_t slot_size, unsi
     return n;
 }
 
+// UDP_MAX_SEGMENTS of the kernels that allow the fewest, and a total under the 65,507-byte UDP payload of IPv4.
+enum { segment_limit = 64, segmented_length_limit = 65000 };
+
+static int segmentation_refused(int error) {
+    return error == EIO || error == EINVAL || error == ENOPROTOOPT || error == EOPNOTSUPP;
+}
+
 int CTunnelgateShims_send_batch(int fd, const void *buffers, size_t slot_size, const size_t *lengths, unsigned count,
-                                const void *addresses, size_t address_size, const unsigned *addresslengths) {
+                                const void *addresses, size_t address_size, const unsigned *addresslengths,
+                                int *segmentation, unsigned *segmented_sends) {
     struct mmsghdr messages[batch_limit];
     struct iovec vectors[batch_limit];
+    unsigned first[batch_limit], runs[batch_limit];
+    union { char bytes[CMSG_SPACE(sizeof(uint16_t))]; struct cmsghdr align; } controls[batch_limit];
     if (count > batch_limit) count = batch_limit;
     for (unsigned i = 0; i < count; i++) {
         vectors[i].iov_base = (char *)buffers + (size_t)i * slot_size;
         vectors[i].iov_len = lengths[i];
-        memset(&messages[i], 0, sizeof messages[i]);
-        messages[i].msg_hdr.msg_iov = &vectors[i];
-        messages[i].msg_hdr.msg_iovlen = 1;
-        messages[i].msg_hdr.msg_name = (char *)addresses + (size_t)i * address_size;
-        messages[i].msg_hdr.msg_namelen = addresslengths[i];
     }
-    // A message that fails (one unreachable destination) is skipped; the rest still go.
+    // A run of datagrams to one address, all of one length but the last (which may be shorter),
+    // becomes one message: its slots as the iovecs, and UDP_SEGMENT to cut them apart again.
+    unsigned m = 0;
+    for (unsigned i = 0; i < count; m++) {
+        const char *address = (const char *)addresses + (size_t)i * address_size;
+        unsigned j = i + 1;
+        size_t total = lengths[i];
+        while (*segmentation && j < count && j - i < segment_limit && lengths[j - 1] == lengths[i]
+               && lengths[j] <= lengths[i] && total + lengths[j] <= segmented_length_limit
+               && addresslengths[j] == addresslengths[i]
+               && memcmp((const char *)addresses + (size_t)j * address_size, address, addresslengths[i]) == 0) {
+            total += lengths[j];
+            j++;
+        }
+        memset(&messages[m], 0, sizeof messages[m]);
+        messages[m].msg_hdr.msg_iov = &vectors[i];
+        messages[m].msg_hdr.msg_iovlen = j - i;
+        messages[m].msg_hdr.msg_name = (void *)address;
+        messages[m].msg_hdr.msg_namelen = addresslengths[i];
+        if (j - i > 1) {
+            memset(&controls[m], 0, sizeof controls[m]);
+            messages[m].msg_hdr.msg_control = controls[m].bytes;
+            messages[m].msg_hdr.msg_controllen = sizeof controls[m].bytes;
+            struct cmsghdr *header = CMSG_FIRSTHDR(&messages[m].msg_hdr);
+            header->cmsg_level = SOL_UDP;
+            header->cmsg_type = UDP_SEGMENT;
+            header->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+            uint16_t size = (uint16_t)lengths[i];
+            memcpy(CMSG_DATA(header), &size, sizeof size);
+        }
+        first[m] = i;
+        runs[m] = j - i;
+        i = j;
+    }
+    // A message that fails (one unreachable destination) is skipped; the rest still go. A run the
+    // kernel cannot segment (an old kernel, a path MTU below the datagrams) goes one datagram at a
+    // time, and *segmentation is cleared so that later batches do not try again.
     unsigned next = 0, sent = 0;
     int last_error = 0;
-    while (next < count) {
-        int n = sendmmsg(fd, messages + next, count - next, 0);
+    while (next < m) {
+        int n = sendmmsg(fd, messages + next, m - next, 0);
         if (n < 0) {
             if (errno == EINTR) continue;
             last_error = errno;
+            if (runs[next] > 1 && segmentation_refused(errno)) {
+                *segmentation = 0;
+                for (unsigned k = first[next]; k < first[next] + runs[next]; k++) {
+                    ssize_t one;
+                    do {
+                        one = sendto(fd, vectors[k].iov_base, vectors[k].iov_len, 0,
+                                     (const struct sockaddr *)messages[next].msg_hdr.msg_name, messages[next].msg_hdr.msg_namelen);
+                    } while (one < 0 && errno == EINTR);
+                    if (one >= 0) sent++;
+                }
+            }
             next += 1;
             continue;
         }
         if (n == 0) break;
+        for (unsigned k = next; k < next + (unsigned)n; k++) {
+            sent += runs[k];
+            if (runs[k] > 1) *segmented_sends += 1;
+        }
         next += (unsigned)n;
-        sent += (unsigned)n;
     }
     if (sent == 0 && last_error != 0) {
         errno = last_error;
@@ -172,3 +266,4 @@ int CTunnelgateShims_send_batch(int fd, const void *buffers, size_t slot_size, c
     }
     return (int)sent;
 }
+

@@ -116,9 +116,12 @@ public final class Gateway {
     /// same name is removed first. On any failure everything applied is
     /// rolled back before the error is thrown.
     /// With `awaitingRuntime`, the tunnel stays `connecting` after apply until
-    /// the caller reports its runtime ready.
+    /// the caller reports its runtime ready. With `tunOffloads`, the TUN is
+    /// asked for a virtio_net_hdr with checksum and TCP segmentation offload
+    /// (`TunDevice(name:offloads:)`), for a runtime that reads and writes it
+    /// itself and handles them.
     public func up(_ settings: TunnelSettings, resolver: some HostResolver, configPath: String?,
-                   awaitingRuntime: Bool = false) throws(GatewayError) -> ActiveTunnel {
+                   awaitingRuntime: Bool = false, tunOffloads: Bool = false) throws(GatewayError) -> ActiveTunnel {
         let name = settings.name
         guard let lock = try system({ () throws(SystemCallError) in try FileLock.tryAcquire(state.lockPath(name)) }) else {
             throw GatewayError.alreadyRunning(name: name, pid: TunnelRecord.read(from: state.statePath(name))?.pid)
@@ -135,14 +138,16 @@ public final class Gateway {
             if let callerNetlink, try netlinkCall({ () throws(NetlinkError) in try callerNetlink.link(named: name) }) != nil {
                 throw GatewayError.interfaceExists(name)
             }
-            return try apply(plan, lock: lock, configPath: configPath, awaitingRuntime: awaitingRuntime)
+            return try apply(plan, lock: lock, configPath: configPath, awaitingRuntime: awaitingRuntime,
+                             tunOffloads: tunOffloads)
         } catch {
             lock.releaseAndRemove()
             throw error
         }
     }
 
-    private func apply(_ plan: TunnelPlan, lock: FileLock, configPath: String?, awaitingRuntime: Bool) throws(GatewayError) -> ActiveTunnel {
+    private func apply(_ plan: TunnelPlan, lock: FileLock, configPath: String?, awaitingRuntime: Bool,
+                       tunOffloads: Bool) throws(GatewayError) -> ActiveTunnel {
         let name = plan.interfaceName
         var record = TunnelRecord(name: name, pid: ProcessControl.id, status: .connecting, slot: plan.slot.index,
                                   configPath: configPath, since: ProcessControl.monotonicSeconds(),
@@ -153,10 +158,13 @@ public final class Gateway {
             try record.write(to: state.statePath(name))
             journal = try Journal(path: state.journalPath(name), name: name, slot: plan.slot)
             try journal.record(link: name)
-            tun = try TunDevice(name: name)
+            tun = try TunDevice(name: name, offloads: tunOffloads)
         } catch {
             _ = try? teardown(name: name, tun: nil)
             throw .system(error)
+        }
+        if tunOffloads && !tun.carriesVirtioHeader {
+            log?("\(name): the kernel refused TUN offloads (IFF_VNET_HDR, TSO); one packet per TUN read")
         }
         var interfaceIndex = tun.index
         if let namespace = isolatedNamespace, let callerNetlink {

@@ -5,17 +5,27 @@ import LinuxSystem
 /// A TUN interface (IFF_TUN | IFF_NO_PI) and the descriptor that keeps it
 /// alive: the interface is not persistent, so it disappears with the last
 /// descriptor, also when the owning process is killed.
+///
+/// With `offloads`, the TUN is asked for IFF_VNET_HDR with checksum and TCP
+/// segmentation offload (TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6): whoever reads
+/// it then gets a struct virtio_net_hdr before each packet, which may be a
+/// TCP super-packet of up to 64 KB to segment, and must write one before each
+/// packet. A kernel that refuses gets a plain TUN; `carriesVirtioHeader` says
+/// which one was made.
 public final class TunDevice {
     public let name: String
     public let descriptor: FileDescriptor
     public let index: Int32
+    /// Whether reads and writes carry a struct virtio_net_hdr (IFF_VNET_HDR was granted).
+    public let carriesVirtioHeader: Bool
 
-    public init(name: String) throws(SystemCallError) {
+    public init(name: String, offloads: Bool = false) throws(SystemCallError) {
         var actual = [CChar](repeating: 0, count: Int(CTunnelgateShims_ifnamsiz()))
         let fd = try syscall("ioctl(TUNSETIFF, \(name))") {
-            CTunnelgateShims_tun_open(name, &actual, 1)
+            CTunnelgateShims_tun_open(name, &actual, 1, offloads ? 1 : 0)
         }
         descriptor = FileDescriptor(rawValue: fd)
+        carriesVirtioHeader = offloads && TunDevice.carriesVirtioHeader(descriptor)
         self.name = String(decoding: actual.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let index = if_nametoindex(self.name)
         guard index != 0 else {
@@ -24,6 +34,13 @@ public final class TunDevice {
             throw SystemCallError("if_nametoindex(\(name))", e)
         }
         self.index = Int32(index)
+    }
+
+    /// Whether the TUN open on `descriptor` was made with IFF_VNET_HDR (TUNGETIFF), so that every
+    /// read and write carries a struct virtio_net_hdr first. False for anything that is not a TUN.
+    public static func carriesVirtioHeader(_ descriptor: FileDescriptor) -> Bool {
+        let flags = CTunnelgateShims_tun_flags(descriptor.rawValue)
+        return flags >= 0 && flags & CTunnelgateShims_iff_vnet_hdr() != 0
     }
 
     private var closed = false

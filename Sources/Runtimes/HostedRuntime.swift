@@ -12,6 +12,11 @@ public protocol HostedRuntime: AnyObject {
     var summary: String { get }
     /// How long `up` waits for the runtime to become ready.
     var startTimeout: Double { get }
+    /// Whether the TUN should be made with checksum and TCP segmentation
+    /// offload (a virtio_net_hdr before every packet read and written; see
+    /// `TunDevice`). Read before the TUN is created; only an fd-path runtime
+    /// that handles the header may say yes. The default is no.
+    var wantsTunOffloads: Bool { get }
 
     /// Tells the runtime the plan it runs under (interface name, the slot's
     /// fwmark) before start. Runtimes that need neither ignore it.
@@ -41,6 +46,7 @@ public enum PacketDelivery: Sendable {
 
 extension HostedRuntime {
     public func attach(to plan: TunnelPlan) {}
+    public var wantsTunOffloads: Bool { false }
 
     /// Polls status until the runtime reports an interface (ready for
     /// packets), fails, or `timeout` passes.

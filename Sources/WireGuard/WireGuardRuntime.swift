@@ -11,6 +11,13 @@ public final class WireGuardRuntime: HostedRuntime {
     public let packetPath = PacketPath.fd
     public var startTimeout: Double { 5 }
     public var tunWriter: TunWriter? { nil }
+    /// The device segments TCP super-packets itself and writes a virtio_net_hdr before every packet
+    /// (unless `offloadsVariable` is `off`).
+    public var wantsTunOffloads: Bool { offloads }
+    /// `off` makes the TUN a plain one (a packet per read) and sends a datagram per message (no
+    /// UDP_SEGMENT): for measuring what the offloads bring (docs/performance.md), not for use.
+    public static let offloadsVariable = "TUNNELGATE_WIREGUARD_OFFLOADS"
+    private let offloads = getenv(WireGuardRuntime.offloadsVariable).map { String(cString: $0) } != "off"
 
     let device: WireGuardDevice
     let settings: WireGuardSettings
@@ -79,7 +86,7 @@ public final class WireGuardRuntime: HostedRuntime {
     public func start(tun: FileDescriptor, mtu: Int) throws(RuntimeError) {
         let name = interfaceName
         try device.start(tun: tun, mtu: mtu, fwmark: slotMark,
-                         uapiPath: name.map { "\(Self.socketDirectory)/\($0).sock" })
+                         uapiPath: name.map { "\(Self.socketDirectory)/\($0).sock" }, udpSegmentation: offloads)
         started = true
     }
 
@@ -99,7 +106,7 @@ public final class WireGuardRuntime: HostedRuntime {
         }
         let interface = phase == .ready || phase == .reconnecting ? interfaceName : nil
         var json = "{\"state\":\"\(phase.rawValue)\",\"interface\":\(interface.map { JSONValue.quoted($0) } ?? "null"),"
-        json += "\"packetPath\":\"fd\",\"kind\":\"wireguard\",\"listenPort\":\(s.listenPort),\"peers\":["
+        json += "\"packetPath\":\"fd\",\"kind\":\"wireguard\",\"listenPort\":\(s.listenPort),\"tunOffloads\":\(s.tunOffloads),\"peers\":["
         json += s.peers.map { p in
             var o = "{\"publicKey\":\"\(p.publicKey.base64)\",\"endpoint\":\(p.endpoint.map { JSONValue.quoted($0.description) } ?? "null"),"
             o += "\"allowedIPs\":[\(p.allowedIPs.map { "\"\($0)\"" }.joined(separator: ","))],"

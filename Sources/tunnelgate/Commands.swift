@@ -142,7 +142,8 @@ extension CommandLine {
         if ready == nil { gateway.log = { printError("tunnelgate: \($0)") } }
         let tunnel: ActiveTunnel
         do {
-            tunnel = try gateway.up(settings, resolver: SystemResolver(), configPath: absolutePath(path), awaitingRuntime: host != nil)
+            tunnel = try gateway.up(settings, resolver: SystemResolver(), configPath: absolutePath(path), awaitingRuntime: host != nil,
+                                    tunOffloads: host?.wantsTunOffloads ?? false)
         } catch {
             if case .configuration(let e) = error { throw fail(InvalidConfiguration(path: path, error: e).description) }
             throw fail(error.description)

@@ -9,7 +9,8 @@
 #   L  wireguard-go "wglNNN"  10.70.0.2  fd70::2  UDP 192.168.231.2:51820 / [fd00:a1::2]:51820
 #
 # Asserted: handshakes initiated from either side; ping both ways in IPv4 and IPv6 inside the tunnel,
-# over an IPv4 and an IPv6 carrier; iperf3 TCP and UDP both ways; a preshared key; a wrong key gets
+# over an IPv4 and an IPv6 carrier; iperf3 TCP and UDP both ways (TCP leaving C as TUN super-packets
+# Tunnelgate segments itself, TSO, and sends in UDP GSO runs); a preshared key; a wrong key gets
 # no handshake and no crash; `wg show` and `wg set` work on Tunnelgate's interface; persistent
 # keepalive seen by the peer; a rekey (timers shortened by the test-only variable); the peer roaming to
 # a new address; the peer restarted mid-transfer; two Tunnelgate instances with each other; bad
@@ -139,11 +140,20 @@ check "wireguard-go saw a handshake from Tunnelgate" test "$(l_handshake_time)" 
 check_ping "ping fd70::2 (IPv6 inside the tunnel)" "$NS_C" fd70::2
 check_ping "and back: L pings 10.70.0.1" "$NS_L" 10.70.0.1
 check_ping "and back: L pings fd70::1" "$NS_L" fd70::1
+check_eq "C's TUN was made with offloads (virtio_net_hdr, TSO)" true "$(c_status .tunOffloads)"
 iperf "TCP C→L" "$NS_L" 10.70.0.2 "$NS_C"
+supers4=$(c_status .superPacketsRead)
+check "... C's kernel handed it to Tunnelgate as TCP super-packets, segmented there (${supers4:-0})" test "${supers4:-0}" -gt 0
+trains=$(c_status .segmentedSends)
+check "... whose segments left in runs sent as one with UDP_SEGMENT (${trains:-0})" test "${trains:-0}" -gt 0
 iperf "TCP L→C" "$NS_L" 10.70.0.2 "$NS_C" -R
 iperf "UDP C→L" "$NS_L" 10.70.0.2 "$NS_C" -u -b 100M
 iperf "UDP L→C" "$NS_L" 10.70.0.2 "$NS_C" -u -b 100M -R
 iperf "TCP over IPv6 inside" "$NS_L" fd70::2 "$NS_C"
+supers6=$(c_status .superPacketsRead)
+check "... as IPv6 TCP super-packets too ($supers4 → ${supers6:-0})" test "${supers6:-0}" -gt "${supers4:-0}"
+check_eq "no TUN read was dropped for its offload header" 0 \
+  "$(( $(c_status .dropsOffloadMalformed) + $(c_status .dropsOffloadUnsupported) ))"
 
 # wg(8) on Tunnelgate's interface.
 run in_c wg show "$TGW"

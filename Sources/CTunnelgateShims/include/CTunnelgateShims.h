@@ -11,7 +11,17 @@
 /// Opens /dev/net/tun and attaches an IFF_TUN | IFF_NO_PI interface named
 /// `name` (created if absent). Returns the fd, or -1 with errno set.
 /// `actual_name` (IFNAMSIZ bytes) receives the name the kernel used.
-int CTunnelgateShims_tun_open(const char *name, char *actual_name, int nonblocking);
+/// With `offloads`, asks for IFF_VNET_HDR too, TUNSETVNETHDRSZ(10) and
+/// TUNSETOFFLOAD(TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6): every read and write
+/// then starts with a struct virtio_net_hdr. A kernel that refuses gets a
+/// plain TUN instead; CTunnelgateShims_tun_flags tells which it is.
+int CTunnelgateShims_tun_open(const char *name, char *actual_name, int nonblocking, int offloads);
+
+/// The TUN's ifr_flags (TUNGETIFF), or -1 with errno set.
+int CTunnelgateShims_tun_flags(int fd);
+
+/// IFF_VNET_HDR.
+int CTunnelgateShims_iff_vnet_hdr(void);
 
 /// IFNAMSIZ, including the terminating NUL.
 int CTunnelgateShims_ifnamsiz(void);
@@ -62,9 +72,13 @@ int CTunnelgateShims_receive_batch(int fd, void *buffers, size_t slot_size, unsi
                                    void *addresses, size_t address_size);
 
 /// Sends `count` datagrams with sendmmsg: datagram i is lengths[i] bytes at buffers + i * slot_size,
-/// to the sockaddr at addresses + i * address_size of addresslengths[i] bytes. Retries the rest after
-/// a partial send and EINTR; returns how many were sent, or -1 with errno when none was.
+/// to the sockaddr at addresses + i * address_size of addresslengths[i] bytes. With *segmentation,
+/// each run of datagrams to one address, of one length but the last (up to 64, 65,000 bytes), goes
+/// as one message with UDP_SEGMENT (UDP GSO), counted in *segmented_sends; if the kernel refuses it,
+/// that run is sent a datagram at a time and *segmentation cleared. Retries the rest after a partial
+/// send and EINTR; returns how many datagrams were sent, or -1 with errno when none was.
 int CTunnelgateShims_send_batch(int fd, const void *buffers, size_t slot_size, const size_t *lengths, unsigned count,
-                                const void *addresses, size_t address_size, const unsigned *addresslengths);
+                                const void *addresses, size_t address_size, const unsigned *addresslengths,
+                                int *segmentation, unsigned *segmented_sends);
 
 #endif

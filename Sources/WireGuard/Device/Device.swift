@@ -1,5 +1,6 @@
 import CSodium
 import CTunnelgateShims
+import Gateway
 import Glibc
 import LinuxSystem
 import Runtimes
@@ -36,6 +37,8 @@ public final class WireGuardDevice: @unchecked Sendable {
         public var peers: [PeerStatus] = []
         public var counters = DeviceCounters()
         public var failure: String?
+        /// The TUN carries a virtio_net_hdr: TCP comes as super-packets the device segments (TSO).
+        public var tunOffloads = false
     }
 
     private let published = Mutex(Snapshot())
@@ -54,6 +57,9 @@ public final class WireGuardDevice: @unchecked Sendable {
     private var udp4: FileDescriptor?
     private var udp6: FileDescriptor?
     private var tun = FileDescriptor(rawValue: -1)
+    /// Whether every TUN read and write starts with a struct virtio_net_hdr (the TUN was made with
+    /// offloads: reads may be TCP super-packets to segment, or need their checksum completed).
+    private var tunHeader = false
     private var mtu = 1420
     private var uapi: FileDescriptor?
     private var uapiPath: String?
@@ -78,8 +84,12 @@ public final class WireGuardDevice: @unchecked Sendable {
     private var underLoadUntil = -Double.infinity
     static let loadLimitPerWindow = 32
 
-    // Buffers: datagrams in (one recvmmsg), datagrams out per socket family (one sendmmsg each), one TUN packet.
+    // Buffers: datagrams in (one recvmmsg), datagrams out per socket family (one sendmmsg each), one TUN
+    // read: a virtio_net_hdr and a packet of up to 64 KB (an IPv6 super-packet is 40 + 65,535 bytes).
     private static let bufferSize = 65536 + 64
+    /// TUN reads per wake-up stop after this many packets (segments counted), so that the UDP side
+    /// (the peer's ACKs) gets its turn.
+    static let packetsPerWakeUp = 128
     private let received = DatagramBatch(slotSize: 65536)
     private var outbound4 = DatagramBatch(slotSize: 1420 + 32)
     private var outbound6 = DatagramBatch(slotSize: 1420 + 32)
@@ -126,13 +136,17 @@ public final class WireGuardDevice: @unchecked Sendable {
     public var boundPort: UInt16 { listenPort }
 
     /// Starts the device thread on `tun`; the UAPI socket is created at
-    /// `uapiPath` when given (its directory is created owner-writable).
-    public func start(tun: FileDescriptor, mtu: Int, fwmark: UInt32?, uapiPath: String?) throws(RuntimeError) {
+    /// `uapiPath` when given (its directory is created owner-writable). With
+    /// `udpSegmentation`, runs of same-size datagrams to one peer (a TCP
+    /// super-packet's segments) are sent with UDP_SEGMENT.
+    public func start(tun: FileDescriptor, mtu: Int, fwmark: UInt32?, uapiPath: String?,
+                      udpSegmentation: Bool = true) throws(RuntimeError) {
         self.tun = tun
         self.mtu = mtu
+        tunHeader = TunDevice.carriesVirtioHeader(tun)
         // A slot holds the largest packet the TUN gives (the MTU) sealed: header, padding, tag.
-        outbound4 = DatagramBatch(slotSize: mtu + Transport.overhead + 16)
-        outbound6 = DatagramBatch(slotSize: mtu + Transport.overhead + 16)
+        outbound4 = DatagramBatch(slotSize: mtu + Transport.overhead + 16, segmentation: udpSegmentation)
+        outbound6 = DatagramBatch(slotSize: mtu + Transport.overhead + 16, segmentation: udpSegmentation)
         if let fwmark, self.fwmark == 0 { self.fwmark = fwmark }
         do throws(SystemCallError) {
             try tun.setNonBlocking(true)
@@ -148,7 +162,11 @@ public final class WireGuardDevice: @unchecked Sendable {
                 throw RuntimeError("the WireGuard API socket \(uapiPath): \(error)")
             }
         }
-        published.withLock { $0.running = true }
+        let offloads = tunHeader
+        published.withLock {
+            $0.running = true
+            $0.tunOffloads = offloads
+        }
         // Peers with a persistent keepalive start their handshake at once (as a kernel interface does on up).
         let now = ProcessControl.monotonicSeconds()
         for peer in peers.values where peer.persistentKeepalive > 0 && peer.endpoint != nil {
@@ -248,6 +266,8 @@ public final class WireGuardDevice: @unchecked Sendable {
     // MARK: Outbound: TUN → peer
 
     private func readTun(now: Double) {
+        let headerSize = tunHeader ? VirtioNetHeader.size : 0
+        var packets = 0
         for _ in 0..<64 {
             let n = Glibc.read(tun.rawValue, tunBuffer.baseAddress, tunBuffer.count)
             if n < 0 {
@@ -255,20 +275,76 @@ public final class WireGuardDevice: @unchecked Sendable {
                 return
             }
             if n == 0 { return }
-            let packet = UnsafeRawBufferPointer(rebasing: tunBuffer[0..<n])
-            guard let id = allowed.lookup(packet: packet, source: false), let peer = peers[id] else {
-                counters.dropsNoPeer += 1
+            guard n > headerSize else {
+                counters.dropsMalformedPacket += 1
                 continue
             }
-            guard peer.endpoint != nil else {
-                counters.dropsNoEndpoint += 1
-                continue
+            let packet = UnsafeMutableRawBufferPointer(rebasing: tunBuffer[headerSize..<n])
+            if tunHeader {
+                switch VirtioNetHeader(loadingFrom: tunBuffer.baseAddress!).prepare(packet, maxSegmentLength: mtu) {
+                case .packet:
+                    break
+                case .segments(let plan):
+                    route(UnsafeRawBufferPointer(packet), as: plan, now: now)
+                    packets += plan.count
+                    if packets >= Self.packetsPerWakeUp { return }
+                    continue
+                case .unsupported:
+                    counters.dropsOffloadUnsupported += 1
+                    continue
+                case .malformed:
+                    counters.dropsOffloadMalformed += 1
+                    continue
+                }
             }
-            if !sendData(peer, packet, now: now) {
-                stage(peer, Array(packet))
-                initiateHandshake(peer, now: now, retransmit: false)
+            route(UnsafeRawBufferPointer(packet), now: now)
+            packets += 1
+            if packets >= Self.packetsPerWakeUp { return }
+        }
+    }
+
+    /// Sends one packet read from the TUN to the peer its destination belongs to (staged while
+    /// there is no session).
+    private func route(_ packet: UnsafeRawBufferPointer, now: Double) {
+        guard let id = allowed.lookup(packet: packet, source: false), let peer = peers[id] else {
+            counters.dropsNoPeer += 1
+            return
+        }
+        guard peer.endpoint != nil else {
+            counters.dropsNoEndpoint += 1
+            return
+        }
+        if !sendData(peer, packet, now: now) {
+            stage(peer, Array(packet))
+            initiateHandshake(peer, now: now, retransmit: false)
+        }
+    }
+
+    /// Sends a TCP super-packet read from the TUN as its segments: each is written straight into
+    /// the outbound batch's next slot, where its transport message is then sealed in place. The
+    /// sealed segments are of one size but the last, so the batch sends them with UDP_SEGMENT.
+    private func route(_ packet: UnsafeRawBufferPointer, as plan: TCPSegmentation, now: Double) {
+        guard let id = allowed.lookup(packet: packet, source: false), let peer = peers[id] else {
+            counters.dropsNoPeer += UInt64(plan.count)
+            return
+        }
+        guard let endpoint = peer.endpoint else {
+            counters.dropsNoEndpoint += UInt64(plan.count)
+            return
+        }
+        counters.superPacketsRead += 1
+        let batch = endpoint.address.family == .ipv4 ? outbound4 : outbound6
+        var staged = false
+        for i in 0..<plan.count {
+            if batch.isFull { flushOutbound() }
+            let payload = batch.nextSlot.baseAddress! + MessageType.transportHeaderLength
+            let segment = UnsafeRawBufferPointer(start: payload, count: plan.writeSegment(i, of: packet, to: payload))
+            if !sendData(peer, segment, now: now) {
+                stage(peer, Array(segment))
+                staged = true
             }
         }
+        if staged { initiateHandshake(peer, now: now, retransmit: false) }
     }
 
     private func stage(_ peer: Peer, _ packet: [UInt8]) {
@@ -281,8 +357,14 @@ public final class WireGuardDevice: @unchecked Sendable {
 
     /// Sends what the outbound batches hold, one sendmmsg per socket.
     private func flushOutbound() {
+        guard !outbound4.isEmpty || !outbound6.isEmpty else { return }
+        let segmenting = outbound4.segmentation && outbound6.segmentation
         if !outbound4.isEmpty { counters.sendErrors += UInt64(outbound4.flush(udp4?.rawValue ?? -1)) }
         if !outbound6.isEmpty { counters.sendErrors += UInt64(outbound6.flush(udp6?.rawValue ?? -1)) }
+        counters.segmentedSends = outbound4.segmentedSends + outbound6.segmentedSends
+        if segmenting && !(outbound4.segmentation && outbound6.segmentation) {
+            log("UDP segmentation offload (UDP_SEGMENT) refused: one datagram per send from now on")
+        }
     }
 
     /// Seals `packet` (empty: a keepalive) in the current session into the
@@ -616,12 +698,11 @@ public final class WireGuardDevice: @unchecked Sendable {
             _ = sendStaged(peer, now: now)
         }
         authenticatedPacketReceived(peer, from: source, now: now)
-        let plaintext = UnsafeMutableRawBufferPointer(rebasing: datagram[opened.plaintext])
-        if plaintext.isEmpty {
+        if opened.plaintext.isEmpty {
             counters.keepalivesReceived += 1
         } else {
             if peer.keepaliveAt == nil { peer.keepaliveAt = now + timers.keepaliveTimeout }
-            deliver(UnsafeRawBufferPointer(plaintext), from: peer)
+            deliver(datagram, plaintext: opened.plaintext, from: peer)
         }
         if let current = peer.current, current.keypair.isInitiator,
            now - current.created >= timers.rekeyOnReceiveAge {
@@ -629,9 +710,12 @@ public final class WireGuardDevice: @unchecked Sendable {
         }
     }
 
-    /// Writes a decrypted packet to the TUN when it is one IP packet (its
-    /// padding cut off) whose source the sender is allowed to use.
-    private func deliver(_ plaintext: UnsafeRawBufferPointer, from peer: Peer) {
+    /// Writes a decrypted packet (`plaintext` in `datagram`) to the TUN when it is one IP packet
+    /// (its padding cut off) whose source the sender is allowed to use. A TUN with offloads gets a
+    /// zeroed virtio_net_hdr (GSO_NONE) first, written over the spent transport header just before
+    /// the plaintext, so the packet and its header go in one write without a copy.
+    private func deliver(_ datagram: UnsafeMutableRawBufferPointer, plaintext range: Range<Int>, from peer: Peer) {
+        let plaintext = UnsafeRawBufferPointer(rebasing: datagram[range])
         let length: Int
         switch plaintext[0] >> 4 {
         case 4 where plaintext.count >= 20:
@@ -651,8 +735,12 @@ public final class WireGuardDevice: @unchecked Sendable {
             counters.dropsSpoofedSource += 1
             return
         }
-        let n = Glibc.write(tun.rawValue, packet.baseAddress, length)
-        guard n == length else {
+        let headerSize = tunHeader ? VirtioNetHeader.size : 0
+        precondition(range.lowerBound >= headerSize, "the transport header leaves room for the virtio_net_hdr")
+        let start = datagram.baseAddress! + range.lowerBound - headerSize
+        if tunHeader { VirtioNetHeader().store(to: start) }
+        let n = Glibc.write(tun.rawValue, start, headerSize + length)
+        guard n == headerSize + length else {
             counters.tunWriteErrors += 1
             return
         }

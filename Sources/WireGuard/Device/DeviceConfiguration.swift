@@ -50,6 +50,12 @@ public struct DeviceCounters: Sendable, Equatable {
     public var dropsAuthentication: UInt64 = 0, dropsReplay: UInt64 = 0
     public var dropsMalformedPacket: UInt64 = 0, dropsSpoofedSource: UInt64 = 0
     public var sendErrors: UInt64 = 0, tunWriteErrors: UInt64 = 0
+    /// TCP super-packets read from a TUN with offloads (each sent as segments, counted in packetsSent).
+    public var superPacketsRead: UInt64 = 0
+    /// Messages sent with UDP_SEGMENT: runs of a super-packet's segments sent as one (UDP GSO).
+    public var segmentedSends: UInt64 = 0
+    /// TUN reads dropped for their virtio_net_hdr: a GSO type not asked for, or a header that does not fit.
+    public var dropsOffloadUnsupported: UInt64 = 0, dropsOffloadMalformed: UInt64 = 0
 
     /// `"name":value` pairs, for the status JSON.
     var json: String {
@@ -65,6 +71,8 @@ public struct DeviceCounters: Sendable, Equatable {
             ("dropsExpiredSession", dropsExpiredSession), ("dropsAuthentication", dropsAuthentication),
             ("dropsReplay", dropsReplay), ("dropsMalformedPacket", dropsMalformedPacket),
             ("dropsSpoofedSource", dropsSpoofedSource), ("sendErrors", sendErrors), ("tunWriteErrors", tunWriteErrors),
+            ("superPacketsRead", superPacketsRead), ("segmentedSends", segmentedSends), ("dropsOffloadUnsupported", dropsOffloadUnsupported),
+            ("dropsOffloadMalformed", dropsOffloadMalformed),
         ]
         return fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",")
     }

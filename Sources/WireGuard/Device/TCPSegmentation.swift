@@ -1,0 +1,111 @@
+/// How a TCP super-packet from a TUN with TSO (gso_type TCPV4 or TCPV6) becomes the segments a
+/// NIC would have sent: every segment carries a copy of the IP and TCP headers and at most
+/// `segmentSize` bytes of the payload, with, per segment, the IPv4 total length, identification
+/// (the first one's plus the segment's number) and header checksum, or the IPv6 payload length;
+/// the sequence number advanced by the payload before it; FIN and PSH only on the last, CWR only
+/// on the first; and the whole TCP checksum (pseudo-header, header, payload) computed anew.
+///
+/// A value made once per super-packet by `init?` (which checks everything a segment relies on);
+/// `writeSegment` then writes each segment wherever the caller wants it sealed. No allocation.
+public struct TCPSegmentation: Equatable, Sendable {
+    /// IPv6 (else IPv4).
+    public let isIPv6: Bool
+    /// Where the TCP header starts: the IP header's length (IPv4 options included; IPv6 without
+    /// extension headers).
+    public let tcpOffset: Int
+    /// The IP and TCP headers (options included): what every segment starts with.
+    public let headerLength: Int
+    /// Payload bytes per segment (gso_size); the last segment may carry fewer.
+    public let segmentSize: Int
+    /// The super-packet's payload after the headers.
+    public let payloadLength: Int
+    /// The unfolded one's-complement sum of the source and destination addresses.
+    let addressSum: UInt64
+
+    static let fin: UInt8 = 0x01, psh: UInt8 = 0x08, cwr: UInt8 = 0x80
+    static let tcp: UInt8 = 6
+
+    /// The plan for `packet` (what followed `header` in the TUN read), or nil when they do not
+    /// describe a TCP super-packet Tunnelgate can cut: the IP version or protocol disagrees with
+    /// the GSO type, an IPv6 extension header, a header beyond the packet, gso_size 0, a checksum
+    /// position other than TCP's, or segments longer than `maxSegmentLength` (the MTU).
+    public init?(header: VirtioNetHeader, packet: UnsafeRawBufferPointer, maxSegmentLength: Int) {
+        let count = packet.count
+        guard header.gsoSize > 0, Int(header.headerLength) <= count, count >= 20, let base = packet.baseAddress else {
+            return nil
+        }
+        let version = packet[0] >> 4
+        switch VirtioNetHeader.GSOType(rawValue: header.gsoType) {
+        case .tcpv4?:
+            let ipHeaderLength = Int(packet[0] & 0x0F) * 4
+            guard version == 4, ipHeaderLength >= 20, packet[9] == Self.tcp else { return nil }
+            isIPv6 = false
+            tcpOffset = ipHeaderLength
+            addressSum = InternetChecksum.add(UnsafeRawBufferPointer(start: base + 12, count: 8))
+        case .tcpv6?:
+            guard version == 6, count >= 40, packet[6] == Self.tcp else { return nil }
+            isIPv6 = true
+            tcpOffset = 40
+            addressSum = InternetChecksum.add(UnsafeRawBufferPointer(start: base + 8, count: 32))
+        default:
+            return nil
+        }
+        if header.flags & VirtioNetHeader.needsChecksum != 0 {
+            guard Int(header.checksumStart) == tcpOffset, header.checksumOffset == 16 else { return nil }
+        }
+        guard tcpOffset + 20 <= count else { return nil }
+        let tcpHeaderLength = Int(packet[tcpOffset + 12] >> 4) * 4
+        guard tcpHeaderLength >= 20, tcpOffset + tcpHeaderLength <= count else { return nil }
+        headerLength = tcpOffset + tcpHeaderLength
+        segmentSize = Int(header.gsoSize)
+        payloadLength = count - headerLength
+        guard headerLength + min(segmentSize, payloadLength) <= maxSegmentLength else { return nil }
+    }
+
+    /// How many segments (at least one).
+    public var count: Int { payloadLength == 0 ? 1 : (payloadLength + segmentSize - 1) / segmentSize }
+
+    /// The length of segment `i`, headers included.
+    public func length(ofSegment i: Int) -> Int {
+        headerLength + min(segmentSize, payloadLength - i * segmentSize)
+    }
+
+    /// Writes segment `i` (0 ..< count) of `packet` (the super-packet this plan was made for) at
+    /// `out`, which must hold `length(ofSegment: i)` bytes and not overlap `packet`; returns that length.
+    public func writeSegment(_ i: Int, of packet: UnsafeRawBufferPointer, to out: UnsafeMutableRawPointer) -> Int {
+        precondition(i >= 0 && i < count && packet.count == headerLength + payloadLength)
+        let base = packet.baseAddress!
+        let offset = i * segmentSize
+        let payload = min(segmentSize, payloadLength - offset)
+        let length = headerLength + payload
+        out.copyMemory(from: base, byteCount: headerLength)
+        (out + headerLength).copyMemory(from: base + headerLength + offset, byteCount: payload)
+
+        if isIPv6 {
+            out.storeBytes(of: UInt16(truncatingIfNeeded: length - 40).bigEndian, toByteOffset: 4, as: UInt16.self)
+        } else {
+            out.storeBytes(of: UInt16(truncatingIfNeeded: length).bigEndian, toByteOffset: 2, as: UInt16.self)
+            let id = UInt16(bigEndian: base.loadUnaligned(fromByteOffset: 4, as: UInt16.self)) &+ UInt16(truncatingIfNeeded: i)
+            out.storeBytes(of: id.bigEndian, toByteOffset: 4, as: UInt16.self)
+            out.storeBytes(of: 0 as UInt16, toByteOffset: 10, as: UInt16.self)
+            let sum = InternetChecksum.add(UnsafeRawBufferPointer(start: out, count: tcpOffset))
+            out.storeBytes(of: InternetChecksum.checksum(sum), toByteOffset: 10, as: UInt16.self)
+        }
+
+        let tcp = out + tcpOffset
+        let sequence = UInt32(bigEndian: base.loadUnaligned(fromByteOffset: tcpOffset + 4, as: UInt32.self))
+            &+ UInt32(truncatingIfNeeded: offset)
+        tcp.storeBytes(of: sequence.bigEndian, toByteOffset: 4, as: UInt32.self)
+        var flags = tcp.load(fromByteOffset: 13, as: UInt8.self)
+        if i != count - 1 { flags &= ~(Self.fin | Self.psh) }
+        if i != 0 { flags &= ~Self.cwr }
+        tcp.storeBytes(of: flags, toByteOffset: 13, as: UInt8.self)
+        tcp.storeBytes(of: 0 as UInt16, toByteOffset: 16, as: UInt16.self)
+        let tcpLength = length - tcpOffset
+        var sum = InternetChecksum.addCarrying(addressSum, UInt64(UInt16(Self.tcp).bigEndian))
+        sum = InternetChecksum.addCarrying(sum, UInt64(UInt32(truncatingIfNeeded: tcpLength).bigEndian))
+        sum = InternetChecksum.add(UnsafeRawBufferPointer(start: tcp, count: tcpLength), to: sum)
+        tcp.storeBytes(of: InternetChecksum.checksum(sum), toByteOffset: 16, as: UInt16.self)
+        return length
+    }
+}
