@@ -38,7 +38,9 @@ typedef enum {
     ER_C_PACKETS_OUT,       /* tunnel → host packets delivered (writer returned non-zero, or written) */
     ER_C_BYTES_IN,
     ER_C_BYTES_OUT,
-    ER_C_QUEUE_FULL,        /* packet_in calls answered QUEUE_FULL */
+    ER_C_QUEUE_FULL,        /* packet_in and packet_in_batch calls answered QUEUE_FULL */
+    ER_C_BATCH_CALLS,       /* packet_in_batch calls (on a live handle) */
+    ER_C_BATCH_PACKETS,     /* packets packet_in_batch took (also in packetsIn) */
     ER_C_DROPS_AUTH,        /* datagrams whose tag did not verify */
     ER_C_DROPS_MALFORMED,   /* datagrams too short or with a bad header; authenticated non-IP payloads */
     ER_C_DROPS_WRITER,      /* packets the writer refused (returned 0), or the TUN fd write failed */

@@ -281,6 +281,47 @@ ER_EXPORT int32_t tunnelgate_runtime_packet_in(void *handle, const uint8_t *pack
     return rc;
 }
 
+/* ---- packet_in_batch ---------------------------------------------------------------------------- */
+
+/* The packets up to the first that packet_in would refuse go into the queue under one lock, with at most
+   one wake-up of the sender; *accepted says how many were taken. */
+static int32_t packet_in_batch(er_runtime *rt, const uint8_t *const *packets, const size_t *lengths, size_t count,
+                               size_t *accepted) {
+    if (rt->tun_fd >= 0 || atomic_load_explicit(&rt->state, memory_order_acquire) != ER_RUNNING)
+        return TUNNELGATE_RUNTIME_INVALID_STATE;
+    er_count(rt, ER_C_BATCH_CALLS, 1);
+    size_t valid = 0;
+    while (valid < count && packets[valid] != NULL && lengths[valid] != 0 && lengths[valid] <= rt->mtu) valid++;
+    size_t taken = er_queue_push_batch(&rt->queue, packets, lengths, valid);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < taken; i++) bytes += lengths[i];
+    *accepted = taken;
+    er_count(rt, ER_C_PACKETS_IN, taken);
+    er_count(rt, ER_C_BATCH_PACKETS, taken);
+    er_count(rt, ER_C_BYTES_IN, bytes);
+    if (taken < valid) {
+        er_count(rt, ER_C_QUEUE_FULL, 1);
+        return TUNNELGATE_RUNTIME_QUEUE_FULL;
+    }
+    if (valid < count) {
+        if (packets[valid] != NULL && lengths[valid] > rt->mtu) er_count(rt, ER_C_DROPS_OVERSIZE, 1);
+        return TUNNELGATE_RUNTIME_INVALID_ARGUMENT;
+    }
+    return TUNNELGATE_RUNTIME_OK;
+}
+
+ER_EXPORT int32_t tunnelgate_runtime_packet_in_batch(void *handle, const uint8_t *const *packets,
+                                                     const size_t *lengths, size_t count, size_t *accepted) {
+    if (accepted != NULL) *accepted = 0;
+    if (handle == NULL || accepted == NULL || (count > 0 && (packets == NULL || lengths == NULL)))
+        return TUNNELGATE_RUNTIME_INVALID_ARGUMENT;
+    pthread_rwlock_rdlock(&registry_lock);
+    er_runtime *rt = registry_find(handle);
+    int32_t rc = rt == NULL ? TUNNELGATE_RUNTIME_INVALID_STATE : packet_in_batch(rt, packets, lengths, count, accepted);
+    pthread_rwlock_unlock(&registry_lock);
+    return rc;
+}
+
 /* ---- status ------------------------------------------------------------------------------------- */
 
 /* Big enough for any status: the error is at most 255 bytes (x6 escaped), the rest is bounded. */
@@ -427,6 +468,8 @@ ER_EXPORT void tunnelgate_runtime_stop(void *handle) {
 
 /* ---- MEHS's names (bind with "symbols"; see docs/runtime-abi.md) ------------------------------------ */
 
+/* MEHS's contract has no batch call: under these names a host sends packets in one at a time. */
+
 ER_EXPORT int32_t mehs_ios_runtime_start(const char *args_json, const char *secret,
                                          tunnelgate_runtime_writer writer, void *context, void **handle,
                                          char *error, size_t error_capacity, size_t *error_len) {
@@ -446,6 +489,8 @@ ER_EXPORT void mehs_runtime_stop(void *handle) { tunnelgate_runtime_stop(handle)
 /* The ABI's function types, checked against the definitions above. */
 static const tunnelgate_runtime_start_fn check_start __attribute__((unused)) = tunnelgate_runtime_start;
 static const tunnelgate_runtime_packet_in_fn check_packet_in __attribute__((unused)) = tunnelgate_runtime_packet_in;
+static const tunnelgate_runtime_packet_in_batch_fn check_packet_in_batch __attribute__((unused)) =
+    tunnelgate_runtime_packet_in_batch;
 static const tunnelgate_runtime_status_fn check_status __attribute__((unused)) = tunnelgate_runtime_status;
 static const tunnelgate_runtime_stop_fn check_stop __attribute__((unused)) = tunnelgate_runtime_stop;
 static const tunnelgate_runtime_app_message_fn check_app_message __attribute__((unused)) =
