@@ -50,6 +50,7 @@ typedef struct {
     uint32_t fwmark;
     uint32_t mtu;
     int tun_fd;                   /* -1: callback packet path */
+    bool direct_send;             /* packet_in_batch seals and sends on the caller's thread when the sender is idle */
     const char *fail_start;       /* points into the er_arglist; NULL unless --fail-start */
 } er_config;
 

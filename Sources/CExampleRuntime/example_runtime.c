@@ -58,6 +58,7 @@ static void runtime_destroy(er_runtime *rt) {
     }
     pthread_mutex_destroy(&rt->peer_lock);
     pthread_mutex_destroy(&rt->fail_lock);
+    pthread_mutex_destroy(&rt->tx_lock);
     free(rt);
 }
 
@@ -189,11 +190,13 @@ static int32_t start_runtime(const char *args_json, const char *secret, tunnelga
     rt->udp_fd = rt->stop_fd = rt->wake_fd = -1;
     pthread_mutex_init(&rt->peer_lock, NULL);
     pthread_mutex_init(&rt->fail_lock, NULL);
+    pthread_mutex_init(&rt->tx_lock, NULL);
     atomic_init(&rt->state, ER_STARTING);
     rt->mtu = cfg.mtu;
     rt->silence_ms = cfg.silence_ms;
     rt->keepalive_ms = cfg.keepalive_ms;
     rt->tun_fd = cfg.tun_fd;
+    rt->direct_send = cfg.direct_send;
     rt->writer = cfg.tun_fd < 0 ? writer : NULL;
     rt->context = context;
     rt->has_peer = cfg.has_peer;
@@ -283,8 +286,9 @@ ER_EXPORT int32_t tunnelgate_runtime_packet_in(void *handle, const uint8_t *pack
 
 /* ---- packet_in_batch ---------------------------------------------------------------------------- */
 
-/* The packets up to the first that packet_in would refuse go into the queue under one lock, with at most
-   one wake-up of the sender; *accepted says how many were taken. */
+/* The packets up to the first that packet_in would refuse are taken: sealed and sent right here when the
+   sender is idle (--direct-send on), else copied into the queue under one lock with at most one wake-up of
+   the sender; *accepted says how many were taken. */
 static int32_t packet_in_batch(er_runtime *rt, const uint8_t *const *packets, const size_t *lengths, size_t count,
                                size_t *accepted) {
     if (rt->tun_fd >= 0 || atomic_load_explicit(&rt->state, memory_order_acquire) != ER_RUNNING)
@@ -292,12 +296,14 @@ static int32_t packet_in_batch(er_runtime *rt, const uint8_t *const *packets, co
     er_count(rt, ER_C_BATCH_CALLS, 1);
     size_t valid = 0;
     while (valid < count && packets[valid] != NULL && lengths[valid] != 0 && lengths[valid] <= rt->mtu) valid++;
-    size_t taken = er_queue_push_batch(&rt->queue, packets, lengths, valid);
+    size_t direct = 0;
+    size_t taken = er_take_batch(rt, packets, lengths, valid, &direct);
     uint64_t bytes = 0;
     for (size_t i = 0; i < taken; i++) bytes += lengths[i];
     *accepted = taken;
     er_count(rt, ER_C_PACKETS_IN, taken);
     er_count(rt, ER_C_BATCH_PACKETS, taken);
+    er_count(rt, ER_C_BATCH_DIRECT, direct);
     er_count(rt, ER_C_BYTES_IN, bytes);
     if (taken < valid) {
         er_count(rt, ER_C_QUEUE_FULL, 1);

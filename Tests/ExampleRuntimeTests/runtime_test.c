@@ -363,6 +363,8 @@ static void test_argument_errors(void) {
          "--fwmark: \"0xZZ\" is not a whole number"},
         {"[\"--bind\", \"127.0.0.1:0\", \"--bind\", \"127.0.0.1:0\"]", TUNNELGATE_RUNTIME_INVALID_ARGUMENT,
          "--bind is given twice"},
+        {"[\"--bind\", \"127.0.0.1:0\", \"--direct-send\", \"yes\"]", TUNNELGATE_RUNTIME_INVALID_ARGUMENT,
+         "--direct-send: \"yes\" is not on or off"},
         {"[\"--bind\", \"127.0.0.1:0\", \"--peer\", \"[::1]:53\"]", TUNNELGATE_RUNTIME_INVALID_ARGUMENT,
          "--peer is IPv6 but --bind is IPv4"},
         {"[\"--bind\", \"127.0.0.1:0\", \"--queue\", \"65536\", \"--tun-mtu\", \"9000\"]",
@@ -602,15 +604,17 @@ static void batch_fill(batch_buf *b, uint32_t first, size_t n) {
     }
 }
 
-/* packet_in_batch into a small queue: each call takes a prefix (never more than fits), QUEUE_FULL says the
- * rest was not taken, and the caller overwrites its buffers the moment the call returns; the peer must
- * still receive exactly packets 0 .. N-1, in order, bytes equal. */
+/* packet_in_batch into a small queue (--direct-send off: every packet goes through the queue): each call
+ * takes a prefix (never more than fits), QUEUE_FULL says the rest was not taken, and the caller overwrites
+ * its buffers the moment the call returns; the peer must still receive exactly packets 0 .. N-1, in
+ * order, bytes equal. */
 static void test_batch(void) {
     sink sq, sr;
     sink_init(&sq);
     sink_init(&sr);
     unsigned pq = free_port(), pr = free_port();
-    void *q = start_ok("BQ (--queue 4)", &sq, secret, "--bind", addr(pq), "--peer", addr(pr), "--queue", "4", NULL);
+    void *q = start_ok("BQ (--queue 4, --direct-send off)", &sq, secret, "--bind", addr(pq), "--peer", addr(pr),
+                       "--queue", "4", "--direct-send", "off", NULL);
     void *r = start_ok("BR (peer of BQ)", &sr, secret, "--bind", addr(pr), "--peer", addr(pq), NULL);
     batch_buf *b = calloc(1, sizeof(*b));
     if (q == NULL || r == NULL || b == NULL) goto out;
@@ -647,6 +651,7 @@ static void test_batch(void) {
               counter(q, "packetsIn") == total,
           "batchCalls (%llu of %u), batchPackets and packetsIn (%u) count the calls and the packets taken",
           counter(q, "batchCalls"), calls, total);
+    check(counter(q, "batchDirect") == 0, "with --direct-send off nothing is sent on the caller's thread");
     char why[128] = "";
     check(WAIT_FOR(sink_count(&sr) >= total) && sink_holds_sequence(&sr, total, why, sizeof(why)),
           "the peer receives exactly packets 0 .. %u in order, bytes equal, though every buffer was overwritten "
@@ -660,6 +665,65 @@ out:
     if (r) lib.stop(r);
     sink_free(&sq);
     sink_free(&sr);
+}
+
+/* --direct-send on (the default): while the sender is idle, packet_in_batch seals and sends on the caller's
+ * thread. Single packet_in calls (which always queue) interleaved with batches from the same caller must
+ * still arrive in the caller's order: a batch never overtakes what that caller queued before it. */
+static void test_batch_direct(void) {
+    sink sd, se;
+    sink_init(&sd);
+    sink_init(&se);
+    unsigned pd = free_port(), pe = free_port();
+    void *d = start_ok("BD (--direct-send on)", &sd, secret, "--bind", addr(pd), "--peer", addr(pe), NULL);
+    void *e = start_ok("BE (peer of BD)", &se, secret, "--bind", addr(pe), "--peer", addr(pd), NULL);
+    batch_buf *b = calloc(1, sizeof(*b));
+    if (d == NULL || e == NULL || b == NULL) goto out;
+    check(WAIT_FOR(state_is(d, "ready")), "BD becomes ready");
+    const uint32_t total = 1000;
+    uint32_t next = 0, calls = 0, bad = 0, singles = 0;
+    while (next < total && bad == 0) {
+        if (calls % 3 == 2) { /* every third step one packet through packet_in, which queues it */
+            size_t len = packet_len_for(next);
+            make_packet(b->bytes[0], len, next);
+            int32_t rc = lib.packet_in(d, b->bytes[0], len);
+            memset(b->bytes[0], 0xa5, len);
+            if (rc == TUNNELGATE_RUNTIME_OK) {
+                next++;
+                singles++;
+            } else if (rc != TUNNELGATE_RUNTIME_QUEUE_FULL) {
+                bad++;
+            }
+            calls++;
+            continue;
+        }
+        size_t n = total - next < 40 ? total - next : 40;
+        batch_fill(b, next, n);
+        size_t accepted = 999;
+        int32_t rc = lib.packet_in_batch(d, b->packets, b->lengths, n, &accepted);
+        memset(b->bytes, 0xa5, sizeof(b->bytes));
+        if ((rc == TUNNELGATE_RUNTIME_OK && accepted != n) || (rc == TUNNELGATE_RUNTIME_QUEUE_FULL && accepted >= n) ||
+            (rc != TUNNELGATE_RUNTIME_OK && rc != TUNNELGATE_RUNTIME_QUEUE_FULL))
+            bad++;
+        else
+            next += (uint32_t)accepted;
+        calls++;
+    }
+    check(bad == 0 && next == total, "1000 packets taken through batches and single packet_in calls (%u singles)",
+          singles);
+    unsigned long long direct = counter(d, "batchDirect"), batched = counter(d, "batchPackets");
+    note("batchDirect %llu of batchPackets %llu", direct, batched);
+    check(direct > 0 && direct <= batched, "batches were sealed and sent on the caller's thread (batchDirect %llu)",
+          direct);
+    char why[128] = "";
+    check(WAIT_FOR(sink_count(&se) >= total) && sink_holds_sequence(&se, total, why, sizeof(why)),
+          "the peer receives packets 0 .. %u in the caller's order, bytes equal %s", total - 1, why);
+out:
+    free(b);
+    if (d) lib.stop(d);
+    if (e) lib.stop(e);
+    sink_free(&sd);
+    sink_free(&se);
 }
 
 /* What packet_in_batch refuses, and what it takes of a batch before the refused packet. */
@@ -1046,7 +1110,8 @@ out:
     sink_free(&sh);
 }
 
-/* stop while another thread keeps calling packet_in and the peer keeps the writer busy. */
+/* stop while another thread keeps calling packet_in and packet_in_batch (which, with the sender idle,
+ * seals and sends on that thread) and the peer keeps the writer busy. */
 typedef struct {
     void *handle;
     atomic_bool run;
@@ -1057,8 +1122,16 @@ static void *flood_main(void *arg) {
     flood *fl = arg;
     uint8_t pkt[500];
     make_packet(pkt, sizeof(pkt), 3);
-    while (atomic_load(&fl->run)) {
-        int32_t rc = lib.packet_in(fl->handle, pkt, sizeof(pkt));
+    const uint8_t *batch[16];
+    size_t lengths[16];
+    for (size_t i = 0; i < 16; i++) {
+        batch[i] = pkt;
+        lengths[i] = sizeof(pkt);
+    }
+    for (unsigned long round = 0; atomic_load(&fl->run); round++) {
+        size_t accepted = 0;
+        int32_t rc = round % 2 == 0 ? lib.packet_in(fl->handle, pkt, sizeof(pkt))
+                                    : lib.packet_in_batch(fl->handle, batch, lengths, 16, &accepted);
         if (rc == TUNNELGATE_RUNTIME_OK) atomic_fetch_add(&fl->ok, 1);
         if (rc == TUNNELGATE_RUNTIME_INVALID_STATE) {
             atomic_fetch_add(&fl->invalid_state, 1);
@@ -1087,7 +1160,7 @@ static void test_stop_under_load(void) {
     lib.stop(b); /* while B's writer is busy and another thread is in B's packet_in */
     atomic_store(&sb.closed, true);
     pthread_join(tb, NULL);
-    check(atomic_load(&to_b.invalid_state) == 1, "packet_in racing stop ends with INVALID_STATE (%ld accepted)",
+    check(atomic_load(&to_b.invalid_state) == 1, "packet_in and packet_in_batch racing stop end with INVALID_STATE (%ld calls OK)",
           atomic_load(&to_b.ok));
     check(state_is(a, "ready") || state_is(a, "reconnecting"), "A runs on after its peer stopped");
     atomic_store(&to_a.run, false);
@@ -1151,6 +1224,7 @@ int main(int argc, char **argv) {
         test_tunnel();
         test_queue_full();
         test_batch();
+        test_batch_direct();
         test_batch_refusals();
         test_wrong_secret();
         test_garbage_and_wire_format();
