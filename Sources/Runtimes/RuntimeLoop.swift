@@ -26,6 +26,9 @@ public final class RuntimeLoop {
     var counters = PacketCounters()
     /// Packets from the host over the MTU (the writer counts the runtime's).
     private var hostOverMTU: UInt64 = 0
+    /// Hand-offs to the runtime and the time spent inside them (published as handOffs, handOffSeconds).
+    private var handOffs: UInt64 = 0
+    private var handOffSeconds: Double = 0
     private var published: PacketCounters?
     private var lastState: RuntimeState?
 
@@ -96,8 +99,11 @@ public final class RuntimeLoop {
                     }
                     break
                 }
+                let began = ProcessControl.monotonicSeconds()
                 let result = host.packetIn(batch: packets + pendingStart, lengths: lengths + pendingStart,
                                            count: pendingEnd - pendingStart)
+                handOffSeconds += ProcessControl.monotonicSeconds() - began
+                handOffs += 1
                 for i in pendingStart..<pendingStart + result.accepted {
                     counters.packetsFromHost += 1
                     counters.bytesFromHost += UInt64(lengths[i])
@@ -194,6 +200,10 @@ public final class RuntimeLoop {
     /// Folds the writer's counters in and publishes them.
     func publish() {
         counters.droppedOverMTU = hostOverMTU
+        if host != nil, host?.packetPath != .fd {
+            counters.handOffs = handOffs
+            counters.handOffSeconds = handOffSeconds
+        }
         if let w = host?.tunWriter {
             counters.packetsToHost = w.packets.load(ordering: .relaxed)
             counters.bytesToHost = w.bytes.load(ordering: .relaxed)

@@ -38,10 +38,8 @@ config() { # FILE NAME ADDRESS BIND PEER PATH EXTRA-ARGS EXTRA-RUNTIME
 CFG
 }
 run() { tg_run "$@"; printf '%s\n%s\n' "$TG_OUT" "$TG_ERR" >>"$outputs"; }
-up_pair() { # PATH [QUEUE] [EXTRA-RUNTIME]
-  local q=""
-  [ -n "${2:-}" ] && q=", \"--queue\", \"$2\""
-  config "$TG_TMP/a.json" tga 10.60.0.1 "$C_ETH0_4:5400" "$LAN4:5400" "$1" "$q" "${3:-}"
+up_pair() { # PATH [EXTRA-ARGS-OF-TGA] [EXTRA-RUNTIME]   (JSON fragments: , "--queue", "1")
+  config "$TG_TMP/a.json" tga 10.60.0.1 "$C_ETH0_4:5400" "$LAN4:5400" "$1" "${2:-}" "${3:-}"
   config "$TG_TMP/b.json" tgb 10.60.0.2 "$LAN4:5400" "$C_ETH0_4:5400" "$1" "" "${3:-}"
   run ip netns exec "$NS_C" "$TG" up "$TG_TMP/a.json" --detach
   check_rc "[$1] tga up" 0
@@ -87,15 +85,21 @@ for path in callback fd callback-single; do
   stats=$(runtime_stats "$NS_C" tga)
   echo "$stats" >>"$outputs"
   calls=$(echo "$stats" | jq '.batchCalls') batched=$(echo "$stats" | jq '.batchPackets') sent=$(echo "$stats" | jq '.packetsIn')
+  [ "$path" != fd ] && wait_for "[$path] the host's counters are published" 3 bash -c \
+    "ip netns exec $NS_C $TG status tga --json | jq -e '.counters.packetsFromHost >= $sent' >/dev/null"
+  host=$(ip netns exec "$NS_C" "$TG" status tga --json | jq -c '.counters | {packetsFromHost, handOffs, handOffSeconds}')
   case $path in
   callback)
     check_match "[$path] up says the packets go in through packet_in_batch" 'callback path, packet_in_batch\)' "$up_out"
     check "[$path] the packets went in through packet_in_batch (batchCalls $calls, batchPackets $batched of packetsIn $sent)" \
       test "$calls" -gt 0 -a "$batched" -eq "$sent" -a "$sent" -gt 1000
+    check "[$path] the host counts its hand-offs and the time inside them ($host)" \
+      jq -e '.handOffs > 0 and .handOffs <= .packetsFromHost and .handOffSeconds > 0' <<<"$host"
     ;;
   fd)
     check "[$path] the runtime read the TUN itself: no batch calls (batchCalls $calls, packetsIn $sent)" \
       test "$calls" -eq 0 -a "$sent" -gt 1000
+    check "[$path] ... and the host handed nothing off ($host)" jq -e '.handOffs == null' <<<"$host"
     ;;
   callback-single)
     check_match "[$path] up says the packets go in through packet_in" 'callback path, packet_in\)' "$up_out"
@@ -107,7 +111,8 @@ for path in callback fd callback-single; do
 done
 
 # --- backpressure: a one-packet queue --------------------------------------------------------------------
-up_pair callback 1
+# --direct-send off: the example would otherwise send most batches on the host's thread, past its queue.
+up_pair callback ', "--queue", "1", "--direct-send", "off"'
 iperf_tcp 2
 check_eq "[queue 1] a TCP transfer completes" 0 "$iperf_rc"
 check "[queue 1] ... and carried more than 100 kB through a one-packet queue ($received bytes)" test "${received:-0}" -ge 100000
