@@ -212,7 +212,7 @@ static const struct {
     {"--fail-start", OPT_FAIL_START, 0, 0},
     {"--tun-mtu", OPT_TUN_MTU, ER_MTU_MIN, ER_MTU_MAX},
     {"--tun-fd", OPT_TUN_FD, 0, INT32_MAX},
-    {"--direct-send", OPT_DIRECT_SEND, 0, 0},
+    {"--direct-send", OPT_DIRECT_SEND, 0, ER_DIRECT_SEND_MAX},
 };
 
 /* A whole number in [min, max]: decimal, or 0x-prefixed hexadecimal when allow_hex. */
@@ -345,7 +345,7 @@ int er_config_parse(const er_arglist *list, er_config *cfg, er_text *err) {
     cfg->keepalive_ms = ER_KEEPALIVE_DEFAULT_MS;
     cfg->mtu = ER_MTU_DEFAULT;
     cfg->tun_fd = -1;
-    cfg->direct_send = true;
+    cfg->direct_send = ER_DIRECT_SEND_DEFAULT;
     bool seen[OPT_COUNT] = {false};
 
     for (size_t i = 0; i < list->argc; i++) {
@@ -393,15 +393,7 @@ int er_config_parse(const er_arglist *list, er_config *cfg, er_text *err) {
         case OPT_FAIL_START: cfg->fail_start = value; break;
         case OPT_TUN_MTU: cfg->mtu = (uint32_t)n; break;
         case OPT_TUN_FD: cfg->tun_fd = (int)n; break;
-        case OPT_DIRECT_SEND:
-            if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0) {
-                er_text_printf(err, "%s: ", name);
-                er_text_quote_arg(err, value);
-                er_text_puts(err, " is not on or off");
-                return -1;
-            }
-            cfg->direct_send = strcmp(value, "on") == 0;
-            break;
+        case OPT_DIRECT_SEND: cfg->direct_send = (uint32_t)n; break;
         case OPT_COUNT: break;
         }
     }

@@ -244,7 +244,7 @@ size_t er_take_batch(er_runtime *rt, const uint8_t *const *packets, const size_t
                      size_t *sent_here) {
     *sent_here = 0;
     /* The sender is sealing or sending: queue behind it (never wait for it). */
-    if (!rt->direct_send || pthread_mutex_trylock(&rt->tx_lock) != 0)
+    if (count == 0 || count > rt->direct_send || pthread_mutex_trylock(&rt->tx_lock) != 0)
         return er_queue_push_batch(&rt->queue, packets, lengths, count);
     size_t done = 0;
     uint32_t first;

@@ -97,7 +97,8 @@ typedef struct er_runtime {
     int stop_fd;             /* eventfd: written by stop and by a failing thread, never read: stays readable */
     int wake_fd;             /* eventfd: wakes the sender (queue not empty; a peer was learned) */
     int tun_fd;              /* -1: callback packet path; not owned (the host closes it) */
-    bool direct_send;        /* --direct-send: packet_in_batch may seal and send on the caller's thread */
+    uint32_t direct_send;    /* --direct-send N: packet_in_batch calls of at most N packets may be sealed and
+                                sent on the caller's thread */
     tunnelgate_runtime_writer writer;
     void *context;
     uint8_t *key;            /* sodium_malloc'd: locked, guarded, zeroed and freed by stop */

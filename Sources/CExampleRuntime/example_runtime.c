@@ -287,7 +287,7 @@ ER_EXPORT int32_t tunnelgate_runtime_packet_in(void *handle, const uint8_t *pack
 /* ---- packet_in_batch ---------------------------------------------------------------------------- */
 
 /* The packets up to the first that packet_in would refuse are taken: sealed and sent right here when the
-   sender is idle (--direct-send on), else copied into the queue under one lock with at most one wake-up of
+   sender is idle (and the batch is no larger than --direct-send), else copied into the queue under one lock with at most one wake-up of
    the sender; *accepted says how many were taken. */
 static int32_t packet_in_batch(er_runtime *rt, const uint8_t *const *packets, const size_t *lengths, size_t count,
                                size_t *accepted) {

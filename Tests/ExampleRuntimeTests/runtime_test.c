@@ -363,8 +363,8 @@ static void test_argument_errors(void) {
          "--fwmark: \"0xZZ\" is not a whole number"},
         {"[\"--bind\", \"127.0.0.1:0\", \"--bind\", \"127.0.0.1:0\"]", TUNNELGATE_RUNTIME_INVALID_ARGUMENT,
          "--bind is given twice"},
-        {"[\"--bind\", \"127.0.0.1:0\", \"--direct-send\", \"yes\"]", TUNNELGATE_RUNTIME_INVALID_ARGUMENT,
-         "--direct-send: \"yes\" is not on or off"},
+        {"[\"--bind\", \"127.0.0.1:0\", \"--direct-send\", \"on\"]", TUNNELGATE_RUNTIME_INVALID_ARGUMENT,
+         "--direct-send: \"on\" is not a whole number in 0...65536"},
         {"[\"--bind\", \"127.0.0.1:0\", \"--peer\", \"[::1]:53\"]", TUNNELGATE_RUNTIME_INVALID_ARGUMENT,
          "--peer is IPv6 but --bind is IPv4"},
         {"[\"--bind\", \"127.0.0.1:0\", \"--queue\", \"65536\", \"--tun-mtu\", \"9000\"]",
@@ -604,7 +604,7 @@ static void batch_fill(batch_buf *b, uint32_t first, size_t n) {
     }
 }
 
-/* packet_in_batch into a small queue (--direct-send off: every packet goes through the queue): each call
+/* packet_in_batch into a small queue (--direct-send 0: every packet goes through the queue): each call
  * takes a prefix (never more than fits), QUEUE_FULL says the rest was not taken, and the caller overwrites
  * its buffers the moment the call returns; the peer must still receive exactly packets 0 .. N-1, in
  * order, bytes equal. */
@@ -613,8 +613,8 @@ static void test_batch(void) {
     sink_init(&sq);
     sink_init(&sr);
     unsigned pq = free_port(), pr = free_port();
-    void *q = start_ok("BQ (--queue 4, --direct-send off)", &sq, secret, "--bind", addr(pq), "--peer", addr(pr),
-                       "--queue", "4", "--direct-send", "off", NULL);
+    void *q = start_ok("BQ (--queue 4, --direct-send 0)", &sq, secret, "--bind", addr(pq), "--peer", addr(pr),
+                       "--queue", "4", "--direct-send", "0", NULL);
     void *r = start_ok("BR (peer of BQ)", &sr, secret, "--bind", addr(pr), "--peer", addr(pq), NULL);
     batch_buf *b = calloc(1, sizeof(*b));
     if (q == NULL || r == NULL || b == NULL) goto out;
@@ -651,7 +651,7 @@ static void test_batch(void) {
               counter(q, "packetsIn") == total,
           "batchCalls (%llu of %u), batchPackets and packetsIn (%u) count the calls and the packets taken",
           counter(q, "batchCalls"), calls, total);
-    check(counter(q, "batchDirect") == 0, "with --direct-send off nothing is sent on the caller's thread");
+    check(counter(q, "batchDirect") == 0, "with --direct-send 0 nothing is sent on the caller's thread");
     char why[128] = "";
     check(WAIT_FOR(sink_count(&sr) >= total) && sink_holds_sequence(&sr, total, why, sizeof(why)),
           "the peer receives exactly packets 0 .. %u in order, bytes equal, though every buffer was overwritten "
@@ -667,20 +667,21 @@ out:
     sink_free(&sr);
 }
 
-/* --direct-send on (the default): while the sender is idle, packet_in_batch seals and sends on the caller's
- * thread. Single packet_in calls (which always queue) interleaved with batches from the same caller must
+/* --direct-send 40: while the sender is idle, packet_in_batch calls of up to 40 packets are sealed and sent
+ * on the caller's thread; larger ones are queued. Single packet_in calls (which always queue) interleaved with batches from the same caller must
  * still arrive in the caller's order: a batch never overtakes what that caller queued before it. */
 static void test_batch_direct(void) {
     sink sd, se;
     sink_init(&sd);
     sink_init(&se);
     unsigned pd = free_port(), pe = free_port();
-    void *d = start_ok("BD (--direct-send on)", &sd, secret, "--bind", addr(pd), "--peer", addr(pe), NULL);
+    void *d = start_ok("BD (--direct-send 40)", &sd, secret, "--bind", addr(pd), "--peer", addr(pe), "--direct-send",
+                       "40", NULL);
     void *e = start_ok("BE (peer of BD)", &se, secret, "--bind", addr(pe), "--peer", addr(pd), NULL);
     batch_buf *b = calloc(1, sizeof(*b));
     if (d == NULL || e == NULL || b == NULL) goto out;
     check(WAIT_FOR(state_is(d, "ready")), "BD becomes ready");
-    const uint32_t total = 1000;
+    const uint32_t total = 900; /* + 205 below: within the sink's SINK_MAX */
     uint32_t next = 0, calls = 0, bad = 0, singles = 0;
     while (next < total && bad == 0) {
         if (calls % 3 == 2) { /* every third step one packet through packet_in, which queues it */
@@ -709,7 +710,7 @@ static void test_batch_direct(void) {
             next += (uint32_t)accepted;
         calls++;
     }
-    check(bad == 0 && next == total, "1000 packets taken through batches and single packet_in calls (%u singles)",
+    check(bad == 0 && next == total, "900 packets taken through batches and single packet_in calls (%u singles)",
           singles);
     unsigned long long direct = counter(d, "batchDirect"), batched = counter(d, "batchPackets");
     note("batchDirect %llu of batchPackets %llu", direct, batched);
@@ -718,6 +719,19 @@ static void test_batch_direct(void) {
     char why[128] = "";
     check(WAIT_FOR(sink_count(&se) >= total) && sink_holds_sequence(&se, total, why, sizeof(why)),
           "the peer receives packets 0 .. %u in the caller's order, bytes equal %s", total - 1, why);
+    /* Batches larger than --direct-send go through the queue, even with the sender idle. */
+    uint32_t large_ok = 0;
+    for (uint32_t k = 0; k < 5; k++) {
+        WAIT_FOR(sink_count(&se) >= total + 41 * k); /* the sender has drained the previous one */
+        batch_fill(b, total + 41 * k, 41);
+        size_t accepted = 0;
+        if (lib.packet_in_batch(d, b->packets, b->lengths, 41, &accepted) == TUNNELGATE_RUNTIME_OK && accepted == 41)
+            large_ok++;
+    }
+    check(large_ok == 5 && counter(d, "batchDirect") == direct,
+          "batches of 41 are queued, not sent directly (batchDirect stays %llu)", direct);
+    check(WAIT_FOR(sink_count(&se) >= total + 205) && sink_holds_sequence(&se, total + 205, why, sizeof(why)),
+          "... and arrive in order after the others %s", why);
 out:
     free(b);
     if (d) lib.stop(d);

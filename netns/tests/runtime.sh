@@ -111,8 +111,8 @@ for path in callback fd callback-single; do
 done
 
 # --- backpressure: a one-packet queue --------------------------------------------------------------------
-# --direct-send off: the example would otherwise send most batches on the host's thread, past its queue.
-up_pair callback ', "--queue", "1", "--direct-send", "off"'
+# --direct-send 0: the example would otherwise send most batches on the host's thread, past its queue.
+up_pair callback ', "--queue", "1", "--direct-send", "0"'
 iperf_tcp 2
 check_eq "[queue 1] a TCP transfer completes" 0 "$iperf_rc"
 check "[queue 1] ... and carried more than 100 kB through a one-packet queue ($received bytes)" test "${received:-0}" -ge 100000
