@@ -196,7 +196,7 @@ void er_arglist_free(er_arglist *list) {
 /* ---- options ------------------------------------------------------------------------------------ */
 
 typedef enum { OPT_BIND, OPT_PEER, OPT_QUEUE, OPT_SILENCE, OPT_KEEPALIVE, OPT_FWMARK, OPT_FAIL_START,
-               OPT_TUN_MTU, OPT_TUN_FD, OPT_COUNT } option_id;
+               OPT_TUN_MTU, OPT_TUN_FD, OPT_DIRECT_SEND, OPT_COUNT } option_id;
 
 static const struct {
     const char *name;
@@ -212,6 +212,7 @@ static const struct {
     {"--fail-start", OPT_FAIL_START, 0, 0},
     {"--tun-mtu", OPT_TUN_MTU, ER_MTU_MIN, ER_MTU_MAX},
     {"--tun-fd", OPT_TUN_FD, 0, INT32_MAX},
+    {"--direct-send", OPT_DIRECT_SEND, 0, ER_DIRECT_SEND_MAX},
 };
 
 /* A whole number in [min, max]: decimal, or 0x-prefixed hexadecimal when allow_hex. */
@@ -344,6 +345,7 @@ int er_config_parse(const er_arglist *list, er_config *cfg, er_text *err) {
     cfg->keepalive_ms = ER_KEEPALIVE_DEFAULT_MS;
     cfg->mtu = ER_MTU_DEFAULT;
     cfg->tun_fd = -1;
+    cfg->direct_send = ER_DIRECT_SEND_DEFAULT;
     bool seen[OPT_COUNT] = {false};
 
     for (size_t i = 0; i < list->argc; i++) {
@@ -354,7 +356,7 @@ int er_config_parse(const er_arglist *list, er_config *cfg, er_text *err) {
             er_text_puts(err, "unknown argument ");
             er_text_quote_arg(err, arg);
             er_text_puts(err, " (known: --bind, --peer, --queue, --silence-ms, --keepalive-ms, --fwmark, "
-                              "--fail-start, --tun-mtu, --tun-fd)");
+                              "--direct-send, --fail-start, --tun-mtu, --tun-fd)");
             return -1;
         }
         const char *name = options[k].name;
@@ -391,6 +393,7 @@ int er_config_parse(const er_arglist *list, er_config *cfg, er_text *err) {
         case OPT_FAIL_START: cfg->fail_start = value; break;
         case OPT_TUN_MTU: cfg->mtu = (uint32_t)n; break;
         case OPT_TUN_FD: cfg->tun_fd = (int)n; break;
+        case OPT_DIRECT_SEND: cfg->direct_send = (uint32_t)n; break;
         case OPT_COUNT: break;
         }
     }

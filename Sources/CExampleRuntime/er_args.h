@@ -19,6 +19,8 @@
 #define ER_QUEUE_MAX_BYTES    (256u << 20) /* queue capacity x MTU */
 #define ER_SILENCE_DEFAULT_MS 3000u
 #define ER_KEEPALIVE_DEFAULT_MS 1000u
+#define ER_DIRECT_SEND_DEFAULT 64u   /* every batch Tunnelgate hands over (it reads at most 64 per wake-up) */
+#define ER_DIRECT_SEND_MAX    65536u
 #define ER_INTERVAL_MAX_MS    86400000u /* one day */
 #define ER_MTU_DEFAULT        1500u
 #define ER_MTU_MIN            68u
@@ -50,6 +52,8 @@ typedef struct {
     uint32_t fwmark;
     uint32_t mtu;
     int tun_fd;                   /* -1: callback packet path */
+    uint32_t direct_send;         /* packet_in_batch calls of at most this many packets are sealed and sent on the
+                                     caller's thread while the sender is idle; 0: never */
     const char *fail_start;       /* points into the er_arglist; NULL unless --fail-start */
 } er_config;
 

@@ -27,6 +27,9 @@ const char *const er_counter_names[ER_C_COUNT] = {
     [ER_C_BYTES_IN] = "bytesIn",
     [ER_C_BYTES_OUT] = "bytesOut",
     [ER_C_QUEUE_FULL] = "queueFull",
+    [ER_C_BATCH_CALLS] = "batchCalls",
+    [ER_C_BATCH_PACKETS] = "batchPackets",
+    [ER_C_BATCH_DIRECT] = "batchDirect",
     [ER_C_DROPS_AUTH] = "dropsAuth",
     [ER_C_DROPS_MALFORMED] = "dropsMalformed",
     [ER_C_DROPS_WRITER] = "dropsWriter",
@@ -141,8 +144,11 @@ static bool wait_writable(er_runtime *rt) {
     }
 }
 
-/* Sends tx.msgs[0 .. n) to `peer`. A datagram the kernel refuses is counted and skipped. */
-static void send_datagrams(er_runtime *rt, uint32_t n, struct sockaddr_storage *peer, socklen_t peer_len) {
+/* Sends tx.msgs[0 .. n) to `peer`. A datagram the kernel refuses is counted and skipped. When the socket
+ * is full the sender thread waits for room (wait); a caller's thread (!wait) never waits: it stops there.
+ * Returns how many datagrams were dealt with (sent, or refused and counted): n unless it stopped. */
+static uint32_t send_datagrams(er_runtime *rt, uint32_t n, struct sockaddr_storage *peer, socklen_t peer_len,
+                               bool wait) {
     for (uint32_t i = 0; i < n; i++) {
         rt->tx.msgs[i].msg_hdr.msg_name = peer;
         rt->tx.msgs[i].msg_hdr.msg_namelen = peer_len;
@@ -157,15 +163,16 @@ static void send_datagrams(er_runtime *rt, uint32_t n, struct sockaddr_storage *
         } else if (r < 0 && errno == EINTR) {
             continue;
         } else if (r < 0 && errno == EAGAIN) {
-            if (!wait_writable(rt)) break;
+            if (!wait || !wait_writable(rt)) break;
         } else {
             /* The first datagram failed (EPERM from a firewall, ENETUNREACH, ...): drop it, go on. */
             er_count(rt, ER_C_DROPS_SEND, 1);
             done++;
         }
     }
-    er_count(rt, ER_C_DROPS_SEND, n - done); /* left unsent because the runtime is halting */
+    if (wait) er_count(rt, ER_C_DROPS_SEND, n - done); /* left unsent because the runtime is halting */
     er_count(rt, ER_C_DATAGRAMS_SENT, sent);
+    return done;
 }
 
 /* Seals tx.packet/length[0 .. n) into data datagrams in tx.out, one getrandom for all their nonces. */
@@ -186,10 +193,12 @@ static void send_keepalive_if_due(er_runtime *rt) {
     struct sockaddr_storage peer;
     socklen_t peer_len = 0;
     if (!peer_snapshot(rt, &peer, &peer_len)) return;
+    pthread_mutex_lock(&rt->tx_lock);
     randombytes_buf(rt->tx.nonces[0], ER_WIRE_NONCE_BYTES);
     rt->tx.iov[0].iov_base = rt->tx.out;
     rt->tx.iov[0].iov_len = er_wire_seal(rt->tx.out, ER_WIRE_KEEPALIVE, rt->tx.nonces[0], NULL, 0, rt->key);
-    send_datagrams(rt, 1, &peer, peer_len);
+    send_datagrams(rt, 1, &peer, peer_len, true);
+    pthread_mutex_unlock(&rt->tx_lock);
     er_count(rt, ER_C_KEEPALIVES_SENT, 1);
 }
 
@@ -207,22 +216,62 @@ static int keepalive_timeout(er_runtime *rt) {
 /* Callback path: everything queued, a batch at a time. */
 static void forward_queue(er_runtime *rt) {
     while (!er_halting(rt)) {
+        pthread_mutex_lock(&rt->tx_lock);
         uint32_t first;
         uint32_t n = er_queue_peek(&rt->queue, ER_BATCH, &first);
-        if (n == 0) return;
+        if (n == 0) {
+            pthread_mutex_unlock(&rt->tx_lock);
+            return;
+        }
         for (uint32_t i = 0; i < n; i++)
             rt->tx.packet[i] = er_queue_slot(&rt->queue, first + i, &rt->tx.length[i]);
         struct sockaddr_storage peer;
         socklen_t peer_len = 0;
         if (!peer_snapshot(rt, &peer, &peer_len)) {
             er_queue_release(&rt->queue, n);
+            pthread_mutex_unlock(&rt->tx_lock);
             er_count(rt, ER_C_DROPS_NO_PEER, n);
             continue;
         }
         seal_batch(rt, n);
         er_queue_release(&rt->queue, n); /* sealed copies are in tx.out: free the slots before sending */
-        send_datagrams(rt, n, &peer, peer_len);
+        send_datagrams(rt, n, &peer, peer_len, true);
+        pthread_mutex_unlock(&rt->tx_lock);
     }
+}
+
+size_t er_take_batch(er_runtime *rt, const uint8_t *const *packets, const size_t *lengths, size_t count,
+                     size_t *sent_here) {
+    *sent_here = 0;
+    /* The sender is sealing or sending: queue behind it (never wait for it). */
+    if (count == 0 || count > rt->direct_send || pthread_mutex_trylock(&rt->tx_lock) != 0)
+        return er_queue_push_batch(&rt->queue, packets, lengths, count);
+    size_t done = 0;
+    uint32_t first;
+    if (er_queue_peek(&rt->queue, 1, &first) == 0) { /* what is queued goes first */
+        struct sockaddr_storage peer;
+        socklen_t peer_len = 0;
+        if (!peer_snapshot(rt, &peer, &peer_len)) {
+            er_count(rt, ER_C_DROPS_NO_PEER, count);
+            done = count;
+        }
+        while (done < count) {
+            uint32_t n = count - done < ER_BATCH ? (uint32_t)(count - done) : ER_BATCH;
+            for (uint32_t i = 0; i < n; i++) {
+                rt->tx.packet[i] = packets[done + i];
+                rt->tx.length[i] = lengths[done + i];
+            }
+            seal_batch(rt, n);
+            uint32_t sent = send_datagrams(rt, n, &peer, peer_len, false);
+            done += sent;
+            *sent_here += sent;
+            if (sent < n) break; /* the socket is full: the rest waits in the queue for the sender */
+        }
+    }
+    /* Still under tx_lock, so nothing another caller sends directly can come between these and ours. */
+    size_t queued = er_queue_push_batch(&rt->queue, packets + done, lengths + done, count - done);
+    pthread_mutex_unlock(&rt->tx_lock);
+    return done + queued;
 }
 
 /* fd path: up to ER_BATCH packets from the TUN descriptor. Returns -1 when the runtime failed. */
@@ -275,7 +324,7 @@ static int forward_tun(er_runtime *rt, short revents) {
         return rc;
     }
     seal_batch(rt, n);
-    send_datagrams(rt, n, &peer, peer_len);
+    send_datagrams(rt, n, &peer, peer_len, true);
     return rc;
 }
 

@@ -32,15 +32,21 @@ void er_queue_destroy(er_queue *q) {
 }
 
 int er_queue_push(er_queue *q, const uint8_t *packet, size_t len) {
+    return er_queue_push_batch(q, &packet, &len, 1) == 1 ? 0 : 1;
+}
+
+size_t er_queue_push_batch(er_queue *q, const uint8_t *const *packets, const size_t *lengths, size_t count) {
     pthread_mutex_lock(&q->lock);
-    if (q->count == q->capacity) {
-        pthread_mutex_unlock(&q->lock);
-        return 1;
-    }
+    size_t room = q->capacity - q->count;
+    size_t n = count < room ? count : room;
     uint32_t tail = (q->head + q->count) % q->capacity;
-    memcpy(q->slots + (size_t)tail * q->slot_size, packet, len);
-    q->lengths[tail] = (uint32_t)len;
-    int was_empty = q->count++ == 0;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(q->slots + (size_t)tail * q->slot_size, packets[i], lengths[i]);
+        q->lengths[tail] = (uint32_t)lengths[i];
+        if (++tail == q->capacity) tail = 0;
+    }
+    int was_empty = q->count == 0 && n > 0;
+    q->count += (uint32_t)n;
     pthread_mutex_unlock(&q->lock);
     if (was_empty) {
         /* The sender may be asleep in poll. EAGAIN (the counter is saturated) means it is awake anyway. */
@@ -48,7 +54,7 @@ int er_queue_push(er_queue *q, const uint8_t *packet, size_t len) {
         while (write(q->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
         }
     }
-    return 0;
+    return n;
 }
 
 uint32_t er_queue_peek(er_queue *q, uint32_t max, uint32_t *first) {

@@ -2,7 +2,8 @@
  * er_queue.h — the bounded input queue between packet_in (any thread) and the sender thread (one).
  *
  * A ring of `capacity` fixed slots of `slot_size` bytes, allocated once at start: packet_in copies into
- * a free slot under the lock (no allocation, no syscall unless it wakes the sender); the sender peeks a
+ * a free slot under the lock (no allocation, no syscall unless it wakes the sender), packet_in_batch
+ * copies as many packets as fit under one lock and with at most one wake-up; the sender peeks a
  * run of occupied slots, reads them without the lock (producers never write occupied slots), and then
  * releases them. The wake eventfd is written only when the queue goes from empty to non-empty, so a busy
  * queue costs no syscalls per packet.
@@ -32,6 +33,10 @@ ER_HIDDEN void er_queue_destroy(er_queue *q);
 
 /* Copies a packet in (len <= slot_size). Returns 0, or 1 when the queue is full. */
 ER_HIDDEN int er_queue_push(er_queue *q, const uint8_t *packet, size_t len);
+
+/* Copies packets[0 .. count) in, in order, as many as fit (each lengths[i] <= slot_size), under one lock
+ * and with at most one wake-up. Returns how many were copied: a prefix. */
+ER_HIDDEN size_t er_queue_push_batch(er_queue *q, const uint8_t *const *packets, const size_t *lengths, size_t count);
 
 /* Sender only: up to `max` occupied slots, the oldest first; their indices are first .. first + n - 1
  * (mod capacity). They stay valid until er_queue_release. */

@@ -38,7 +38,10 @@ typedef enum {
     ER_C_PACKETS_OUT,       /* tunnel → host packets delivered (writer returned non-zero, or written) */
     ER_C_BYTES_IN,
     ER_C_BYTES_OUT,
-    ER_C_QUEUE_FULL,        /* packet_in calls answered QUEUE_FULL */
+    ER_C_QUEUE_FULL,        /* packet_in and packet_in_batch calls answered QUEUE_FULL */
+    ER_C_BATCH_CALLS,       /* packet_in_batch calls (on a live handle) */
+    ER_C_BATCH_PACKETS,     /* packets packet_in_batch took (also in packetsIn) */
+    ER_C_BATCH_DIRECT,      /* of those, packets sealed and sent on the caller's thread (not queued) */
     ER_C_DROPS_AUTH,        /* datagrams whose tag did not verify */
     ER_C_DROPS_MALFORMED,   /* datagrams too short or with a bad header; authenticated non-IP payloads */
     ER_C_DROPS_WRITER,      /* packets the writer refused (returned 0), or the TUN fd write failed */
@@ -94,6 +97,8 @@ typedef struct er_runtime {
     int stop_fd;             /* eventfd: written by stop and by a failing thread, never read: stays readable */
     int wake_fd;             /* eventfd: wakes the sender (queue not empty; a peer was learned) */
     int tun_fd;              /* -1: callback packet path; not owned (the host closes it) */
+    uint32_t direct_send;    /* --direct-send N: packet_in_batch calls of at most N packets may be sealed and
+                                sent on the caller's thread */
     tunnelgate_runtime_writer writer;
     void *context;
     uint8_t *key;            /* sodium_malloc'd: locked, guarded, zeroed and freed by stop */
@@ -111,7 +116,9 @@ typedef struct er_runtime {
     _Atomic uint64_t counters[ER_C_COUNT];
     _Atomic uint64_t socket_drops;  /* the kernel's count of datagrams its full receive queue dropped */
 
-    er_tx tx;                /* the sender's only */
+    pthread_mutex_t tx_lock; /* tx: held by whoever seals and sends (the sender thread, or packet_in_batch's
+                                caller, which only ever try-locks it) */
+    er_tx tx;
     er_rx rx;                /* the receiver's only */
     pthread_t sender, receiver;
     bool sender_started, receiver_started;
@@ -120,6 +127,13 @@ typedef struct er_runtime {
 ER_HIDDEN int er_io_allocate(er_runtime *rt);
 ER_HIDDEN void er_io_free(er_runtime *rt);
 ER_HIDDEN void *er_sender_main(void *rt);
+
+/* packet_in_batch's work (callback path; packets already checked): when the sender is idle and nothing is
+ * queued, seals and sends the packets on the calling thread (one sendmmsg per ER_BATCH, never waiting for
+ * the socket); what that does not send goes into the queue. Returns how many packets were taken (a
+ * prefix); *sent_here says how many of them were sent (or dropped for want of a peer) on this thread. */
+ER_HIDDEN size_t er_take_batch(er_runtime *rt, const uint8_t *const *packets, const size_t *lengths, size_t count,
+                               size_t *sent_here);
 ER_HIDDEN void *er_receiver_main(void *rt);
 
 /* Records the first failure (state → ER_FAILED) and makes both threads leave their loops. */

@@ -58,6 +58,7 @@ static void runtime_destroy(er_runtime *rt) {
     }
     pthread_mutex_destroy(&rt->peer_lock);
     pthread_mutex_destroy(&rt->fail_lock);
+    pthread_mutex_destroy(&rt->tx_lock);
     free(rt);
 }
 
@@ -189,11 +190,13 @@ static int32_t start_runtime(const char *args_json, const char *secret, tunnelga
     rt->udp_fd = rt->stop_fd = rt->wake_fd = -1;
     pthread_mutex_init(&rt->peer_lock, NULL);
     pthread_mutex_init(&rt->fail_lock, NULL);
+    pthread_mutex_init(&rt->tx_lock, NULL);
     atomic_init(&rt->state, ER_STARTING);
     rt->mtu = cfg.mtu;
     rt->silence_ms = cfg.silence_ms;
     rt->keepalive_ms = cfg.keepalive_ms;
     rt->tun_fd = cfg.tun_fd;
+    rt->direct_send = cfg.direct_send;
     rt->writer = cfg.tun_fd < 0 ? writer : NULL;
     rt->context = context;
     rt->has_peer = cfg.has_peer;
@@ -277,6 +280,50 @@ ER_EXPORT int32_t tunnelgate_runtime_packet_in(void *handle, const uint8_t *pack
     pthread_rwlock_rdlock(&registry_lock);
     er_runtime *rt = registry_find(handle);
     int32_t rc = rt == NULL ? TUNNELGATE_RUNTIME_INVALID_STATE : packet_in(rt, packet, len);
+    pthread_rwlock_unlock(&registry_lock);
+    return rc;
+}
+
+/* ---- packet_in_batch ---------------------------------------------------------------------------- */
+
+/* The packets up to the first that packet_in would refuse are taken: sealed and sent right here when the
+   sender is idle (and the batch is no larger than --direct-send), else copied into the queue under one lock with at most one wake-up of
+   the sender; *accepted says how many were taken. */
+static int32_t packet_in_batch(er_runtime *rt, const uint8_t *const *packets, const size_t *lengths, size_t count,
+                               size_t *accepted) {
+    if (rt->tun_fd >= 0 || atomic_load_explicit(&rt->state, memory_order_acquire) != ER_RUNNING)
+        return TUNNELGATE_RUNTIME_INVALID_STATE;
+    er_count(rt, ER_C_BATCH_CALLS, 1);
+    size_t valid = 0;
+    while (valid < count && packets[valid] != NULL && lengths[valid] != 0 && lengths[valid] <= rt->mtu) valid++;
+    size_t direct = 0;
+    size_t taken = er_take_batch(rt, packets, lengths, valid, &direct);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < taken; i++) bytes += lengths[i];
+    *accepted = taken;
+    er_count(rt, ER_C_PACKETS_IN, taken);
+    er_count(rt, ER_C_BATCH_PACKETS, taken);
+    er_count(rt, ER_C_BATCH_DIRECT, direct);
+    er_count(rt, ER_C_BYTES_IN, bytes);
+    if (taken < valid) {
+        er_count(rt, ER_C_QUEUE_FULL, 1);
+        return TUNNELGATE_RUNTIME_QUEUE_FULL;
+    }
+    if (valid < count) {
+        if (packets[valid] != NULL && lengths[valid] > rt->mtu) er_count(rt, ER_C_DROPS_OVERSIZE, 1);
+        return TUNNELGATE_RUNTIME_INVALID_ARGUMENT;
+    }
+    return TUNNELGATE_RUNTIME_OK;
+}
+
+ER_EXPORT int32_t tunnelgate_runtime_packet_in_batch(void *handle, const uint8_t *const *packets,
+                                                     const size_t *lengths, size_t count, size_t *accepted) {
+    if (accepted != NULL) *accepted = 0;
+    if (handle == NULL || accepted == NULL || (count > 0 && (packets == NULL || lengths == NULL)))
+        return TUNNELGATE_RUNTIME_INVALID_ARGUMENT;
+    pthread_rwlock_rdlock(&registry_lock);
+    er_runtime *rt = registry_find(handle);
+    int32_t rc = rt == NULL ? TUNNELGATE_RUNTIME_INVALID_STATE : packet_in_batch(rt, packets, lengths, count, accepted);
     pthread_rwlock_unlock(&registry_lock);
     return rc;
 }
@@ -427,6 +474,8 @@ ER_EXPORT void tunnelgate_runtime_stop(void *handle) {
 
 /* ---- MEHS's names (bind with "symbols"; see docs/runtime-abi.md) ------------------------------------ */
 
+/* MEHS's contract has no batch call: under these names a host sends packets in one at a time. */
+
 ER_EXPORT int32_t mehs_ios_runtime_start(const char *args_json, const char *secret,
                                          tunnelgate_runtime_writer writer, void *context, void **handle,
                                          char *error, size_t error_capacity, size_t *error_len) {
@@ -446,6 +495,8 @@ ER_EXPORT void mehs_runtime_stop(void *handle) { tunnelgate_runtime_stop(handle)
 /* The ABI's function types, checked against the definitions above. */
 static const tunnelgate_runtime_start_fn check_start __attribute__((unused)) = tunnelgate_runtime_start;
 static const tunnelgate_runtime_packet_in_fn check_packet_in __attribute__((unused)) = tunnelgate_runtime_packet_in;
+static const tunnelgate_runtime_packet_in_batch_fn check_packet_in_batch __attribute__((unused)) =
+    tunnelgate_runtime_packet_in_batch;
 static const tunnelgate_runtime_status_fn check_status __attribute__((unused)) = tunnelgate_runtime_status;
 static const tunnelgate_runtime_stop_fn check_stop __attribute__((unused)) = tunnelgate_runtime_stop;
 static const tunnelgate_runtime_app_message_fn check_app_message __attribute__((unused)) =

@@ -26,6 +26,12 @@ public struct PacketCounters: Codable, Sendable, Equatable {
     /// Backpressure: QUEUE_FULL answers, and packets sent in again after one (never dropped for it).
     public var queueFull: UInt64 = 0
     public var retries: UInt64 = 0
+    /// Callback path: hand-offs of packets read from the TUN to the runtime (one packet_in_batch call, or
+    /// a run of packet_in calls when the runtime has none), and the wall time the loop spent inside them
+    /// (copying, or sealing and sending when the runtime does that on the caller's thread): the part of
+    /// the loop's CPU that is the runtime's. nil without such a runtime (and in older state files).
+    public var handOffs: UInt64?
+    public var handOffSeconds: Double?
     /// Repairs after others changed the tunnel's kernel state, and the last one.
     public var repairs: UInt64 = 0
     public var lastRepair: String?

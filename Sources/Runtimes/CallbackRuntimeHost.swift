@@ -138,6 +138,25 @@ public final class CallbackRuntimeHost: HostedRuntime {
         return .refused
     }
 
+    /// Sends a batch in through packet_in_batch when the library has it (one call for the batch),
+    /// else one packet at a time through packet_in.
+    public func packetIn(batch packets: UnsafePointer<UnsafePointer<UInt8>?>, lengths: UnsafePointer<Int>, count: Int) -> BatchDelivery {
+        guard let handle, let packetInBatch = library.packetInBatch else {
+            return packetInOneByOne(batch: packets, lengths: lengths, count: count)
+        }
+        var accepted = 0
+        let rc = packetInBatch(handle, packets, lengths, count, &accepted)
+        if rc == codes.ok { return BatchDelivery(accepted: count, next: .accepted) }
+        // A prefix, whatever the runtime wrote: never resend what it took, never skip what it did not.
+        let taken = min(max(accepted, 0), count)
+        if taken == count { return BatchDelivery(accepted: count, next: .accepted) }
+        if rc == codes.queueFull || rc == codes.invalidState { return BatchDelivery(accepted: taken, next: .retryLater) }
+        return BatchDelivery(accepted: taken, next: .refused)
+    }
+
+    /// Whether packets go in through packet_in_batch (the library has it and the configuration allows it).
+    public var sendsBatches: Bool { library.packetInBatch != nil }
+
     /// Stops the runtime, once; later calls do nothing. The writer stays
     /// valid until the runtime's stop has returned.
     public func stop() {
@@ -151,7 +170,10 @@ public final class CallbackRuntimeHost: HostedRuntime {
 
     public var tunWriter: TunWriter? { writer }
     public var packetPath: PacketPath { settings.packetPath }
-    public var summary: String { "runtime \(settings.library) on the \(settings.packetPath.rawValue) path" }
+    public var summary: String {
+        "runtime \(settings.library) on the \(settings.packetPath.rawValue) path"
+            + (settings.packetPath == .callback ? (sendsBatches ? ", packet_in_batch" : ", packet_in") : "")
+    }
     public var startTimeout: Double { settings.startTimeoutSeconds }
 
     func describe(_ rc: Int32) -> String {

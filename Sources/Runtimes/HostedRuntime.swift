@@ -27,6 +27,9 @@ public protocol HostedRuntime: AnyObject {
     func status() throws(RuntimeError) -> RuntimeState
     /// Hands one packet from the host to the runtime.
     func packetIn(_ packet: UnsafePointer<UInt8>, _ len: Int) -> PacketDelivery
+    /// Hands `count` packets to the runtime, in order, in as few calls as the runtime allows; it takes a
+    /// prefix. The default sends them one by one through `packetIn(_:_:)`.
+    func packetIn(batch packets: UnsafePointer<UnsafePointer<UInt8>?>, lengths: UnsafePointer<Int>, count: Int) -> BatchDelivery
     /// An app message (`tunnelgate message`), answered by the runtime.
     func appMessage(_ bytes: [UInt8]) throws(RuntimeError) -> [UInt8]
     /// Stops the runtime; exactly once takes effect, later calls do nothing.
@@ -44,9 +47,36 @@ public enum PacketDelivery: Sendable {
     case refused
 }
 
+/// What became of a batch handed to a runtime: the first `accepted` packets were taken; when that is
+/// not all of them, `next` says what became of the packet after them.
+public struct BatchDelivery: Sendable, Equatable {
+    public var accepted: Int
+    /// `.accepted` when the whole batch was taken.
+    public var next: PacketDelivery
+
+    public init(accepted: Int, next: PacketDelivery) {
+        self.accepted = accepted
+        self.next = next
+    }
+}
+
 extension HostedRuntime {
     public func attach(to plan: TunnelPlan) {}
     public var wantsTunOffloads: Bool { false }
+
+    public func packetIn(batch packets: UnsafePointer<UnsafePointer<UInt8>?>, lengths: UnsafePointer<Int>, count: Int) -> BatchDelivery {
+        packetInOneByOne(batch: packets, lengths: lengths, count: count)
+    }
+
+    /// A batch as single packetIn calls, stopping at the first packet not accepted.
+    public func packetInOneByOne(batch packets: UnsafePointer<UnsafePointer<UInt8>?>, lengths: UnsafePointer<Int>, count: Int) -> BatchDelivery {
+        for i in 0..<count {
+            guard let packet = packets[i] else { return BatchDelivery(accepted: i, next: .refused) }
+            let delivery = packetIn(packet, lengths[i])
+            if delivery != .accepted { return BatchDelivery(accepted: i, next: delivery) }
+        }
+        return BatchDelivery(accepted: count, next: .accepted)
+    }
 
     /// Polls status until the runtime reports an interface (ready for
     /// packets), fails, or `timeout` passes.

@@ -10,6 +10,8 @@ public final class RuntimeLibrary {
                                              UnsafeMutableRawPointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
                                              UnsafeMutablePointer<CChar>?, Int, UnsafeMutablePointer<Int>?) -> Int32
     public typealias PacketIn = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<UInt8>?, Int) -> Int32
+    public typealias PacketInBatch = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<UnsafePointer<UInt8>?>?,
+                                                     UnsafePointer<Int>?, Int, UnsafeMutablePointer<Int>?) -> Int32
     public typealias Status = @convention(c) (UnsafeMutableRawPointer?, UnsafeMutablePointer<CChar>?, Int, UnsafeMutablePointer<Int>?) -> Int32
     public typealias Stop = @convention(c) (UnsafeMutableRawPointer?) -> Void
     public typealias AppMessage = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<UInt8>?, Int,
@@ -19,6 +21,8 @@ public final class RuntimeLibrary {
     let handle: UnsafeMutableRawPointer
     let start: Start
     let packetIn: PacketIn?
+    /// The optional batch entry point; nil: packets go in one at a time through packetIn.
+    let packetInBatch: PacketInBatch?
     let status: Status
     let stop: Stop
     let appMessage: AppMessage?
@@ -37,7 +41,7 @@ public final class RuntimeLibrary {
             }
             return symbol
         }
-        do {
+        do throws(RuntimeError) {
             start = unsafeBitCast(try bind(settings.symbols.start, "start"), to: Start.self)
             status = unsafeBitCast(try bind(settings.symbols.status, "status"), to: Status.self)
             stop = unsafeBitCast(try bind(settings.symbols.stop, "stop"), to: Stop.self)
@@ -46,6 +50,20 @@ public final class RuntimeLibrary {
                 packetIn = unsafeBitCast(try bind(settings.symbols.packetIn, "packetIn"), to: PacketIn.self)
             } else {
                 packetIn = dlsym(h, settings.symbols.packetIn).map { unsafeBitCast($0, to: PacketIn.self) }
+            }
+            // packet_in_batch is optional: a library without the default name (MEHS's has none) gets its
+            // packets one by one. A name the configuration chose must exist: a typo must not silently
+            // turn batching off.
+            if let name = settings.symbols.packetInBatch, settings.packetPath == .callback {
+                if let symbol = dlsym(h, name) {
+                    packetInBatch = unsafeBitCast(symbol, to: PacketInBatch.self)
+                } else if name != CallbackRuntimeSettings.Symbols().packetInBatch {
+                    throw RuntimeError("runtime library \(settings.library) has no symbol '\(name)' (runtime.symbols.packetInBatch)")
+                } else {
+                    packetInBatch = nil
+                }
+            } else {
+                packetInBatch = nil
             }
         } catch {
             dlclose(h)

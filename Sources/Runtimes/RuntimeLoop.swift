@@ -8,7 +8,8 @@ import LinuxSystem
 /// packets read from the TUN are counted and dropped.
 ///
 /// Callback path: packets are read from the TUN in batches of up to 64 and
-/// sent in with packet_in. On QUEUE_FULL the packet and the rest of its batch
+/// sent in with one packet_in_batch call per batch when the runtime has it,
+/// else with packet_in one by one. On QUEUE_FULL the packet and the rest of its batch
 /// are kept and sent again after a short, growing pause (20 µs doubling to
 /// 2 ms, timed with ppoll's nanoseconds); meanwhile the TUN is
 /// not read, so the kernel's queue pushes back on the senders. Nothing is
@@ -25,6 +26,9 @@ public final class RuntimeLoop {
     var counters = PacketCounters()
     /// Packets from the host over the MTU (the writer counts the runtime's).
     private var hostOverMTU: UInt64 = 0
+    /// Hand-offs to the runtime and the time spent inside them (published as handOffs, handOffSeconds).
+    private var handOffs: UInt64 = 0
+    private var handOffSeconds: Double = 0
     private var published: PacketCounters?
     private var lastState: RuntimeState?
 
@@ -43,7 +47,15 @@ public final class RuntimeLoop {
         let readsTun = host?.packetPath != .fd
         let slots = UnsafeMutableRawPointer.allocate(byteCount: Self.batch * Self.slotSize, alignment: 16)
         defer { slots.deallocate() }
-        var lengths = [Int](repeating: 0, count: Self.batch)
+        // The batch as packet_in_batch takes it: slot addresses (fixed) and lengths, allocated once.
+        let packets = UnsafeMutablePointer<UnsafePointer<UInt8>?>.allocate(capacity: Self.batch)
+        defer { packets.deallocate() }
+        for i in 0..<Self.batch {
+            packets[i] = UnsafePointer((slots + i * Self.slotSize).assumingMemoryBound(to: UInt8.self))
+        }
+        let lengths = UnsafeMutablePointer<Int>.allocate(capacity: Self.batch)
+        defer { lengths.deallocate() }
+        lengths.initialize(repeating: 0, count: Self.batch)
         var pendingStart = 0, pendingEnd = 0
         var retryAt: Double?
         // Backpressure retries start at 20 µs: a runtime's sender drains its queue fast.
@@ -62,35 +74,53 @@ public final class RuntimeLoop {
             }
         }
 
-        /// Sends pending packets in, in order, until one has to wait.
+        /// Whether the host sends this packet in at all; when not, it is dropped and counted here.
+        func passesHostChecks(_ i: Int) -> Bool {
+            let version = packets[i]![0] >> 4
+            if version != 4 && version != 6 {
+                counters.droppedNotIP += 1
+                return false
+            }
+            if lengths[i] > mtu {
+                hostOverMTU += 1
+                return false
+            }
+            return true
+        }
+
+        /// Sends pending packets in, in order, as one batch per call, until one has to wait.
         func deliver() {
             while pendingStart < pendingEnd {
-                let packet = (slots + pendingStart * Self.slotSize).assumingMemoryBound(to: UInt8.self)
-                let length = lengths[pendingStart]
-                let version = packet[0] >> 4
-                if version != 4 && version != 6 {
-                    counters.droppedNotIP += 1
-                } else if length > mtu {
-                    hostOverMTU += 1
-                } else if let host {
-                    switch host.packetIn(packet, length) {
-                    case .accepted:
+                guard let host else {
+                    for i in pendingStart..<pendingEnd {
                         counters.packetsFromHost += 1
-                        counters.bytesFromHost += UInt64(length)
-                    case .retryLater:
-                        counters.queueFull += 1
-                        retryAt = ProcessControl.monotonicSeconds() + backoff
-                        backoff = min(backoff * 2, 0.002)
-                        return
-                    case .refused:
-                        counters.droppedRefused += 1
+                        counters.bytesFromHost += UInt64(lengths[i])
+                        counters.droppedNoRuntime += 1
                     }
-                } else {
-                    counters.packetsFromHost += 1
-                    counters.bytesFromHost += UInt64(length)
-                    counters.droppedNoRuntime += 1
+                    break
                 }
-                pendingStart += 1
+                let began = ProcessControl.monotonicSeconds()
+                let result = host.packetIn(batch: packets + pendingStart, lengths: lengths + pendingStart,
+                                           count: pendingEnd - pendingStart)
+                handOffSeconds += ProcessControl.monotonicSeconds() - began
+                handOffs += 1
+                for i in pendingStart..<pendingStart + result.accepted {
+                    counters.packetsFromHost += 1
+                    counters.bytesFromHost += UInt64(lengths[i])
+                }
+                pendingStart += result.accepted
+                switch result.next {
+                case .accepted:
+                    break
+                case .retryLater:
+                    counters.queueFull += 1
+                    retryAt = ProcessControl.monotonicSeconds() + backoff
+                    backoff = min(backoff * 2, 0.002)
+                    return
+                case .refused:
+                    counters.droppedRefused += 1
+                    pendingStart += 1
+                }
             }
             pendingStart = 0
             pendingEnd = 0
@@ -121,12 +151,13 @@ public final class RuntimeLoop {
                 deliver()
             }
             if fds[0].revents & Int16(POLLIN) != 0, pendingEnd == 0 {
+                // Up to a batch of reads per wake-up; a packet the host drops leaves its slot to the next read.
                 var count = 0
-                while count < Self.batch {
+                for _ in 0..<Self.batch {
                     let n = read(tun.rawValue, slots + count * Self.slotSize, Self.slotSize)
                     if n <= 0 { break }
                     lengths[count] = n
-                    count += 1
+                    if passesHostChecks(count) { count += 1 }
                 }
                 pendingStart = 0
                 pendingEnd = count
@@ -169,6 +200,10 @@ public final class RuntimeLoop {
     /// Folds the writer's counters in and publishes them.
     func publish() {
         counters.droppedOverMTU = hostOverMTU
+        if host != nil, host?.packetPath != .fd {
+            counters.handOffs = handOffs
+            counters.handOffSeconds = handOffSeconds
+        }
         if let w = host?.tunWriter {
             counters.packetsToHost = w.packets.load(ordering: .relaxed)
             counters.bytesToHost = w.bytes.load(ordering: .relaxed)

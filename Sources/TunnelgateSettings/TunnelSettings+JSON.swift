@@ -443,7 +443,7 @@ struct SettingsReader {
         }
         if library.isEmpty { problem("\(path).library", "empty") }
         var settings = CallbackRuntimeSettings(library: library)
-        if let entry = m["symbols"], let sm = members(entry.0, entry.1, allowed: ["start", "packetIn", "status", "stop", "appMessage"]) {
+        if let entry = m["symbols"], let sm = members(entry.0, entry.1, allowed: ["start", "packetIn", "packetInBatch", "status", "stop", "appMessage"]) {
             func symbol(_ key: String) -> String? {
                 guard let text = string(sm[key]) else { return nil }
                 if text.isEmpty || !text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) {
@@ -454,6 +454,8 @@ struct SettingsReader {
             }
             if let v = symbol("start") { settings.symbols.start = v }
             if let v = symbol("packetIn") { settings.symbols.packetIn = v }
+            if let (value, _) = sm["packetInBatch"], value == .null { settings.symbols.packetInBatch = nil }
+            else if let v = symbol("packetInBatch") { settings.symbols.packetInBatch = v }
             if let v = symbol("status") { settings.symbols.status = v }
             if let v = symbol("stop") { settings.symbols.stop = v }
             if let (value, _) = sm["appMessage"], value == .null { settings.symbols.appMessage = nil }

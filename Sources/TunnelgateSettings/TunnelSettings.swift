@@ -237,6 +237,9 @@ public struct CallbackRuntimeSettings: Sendable, Equatable {
     public struct Symbols: Sendable, Equatable {
         public var start = "tunnelgate_runtime_start"
         public var packetIn = "tunnelgate_runtime_packet_in"
+        /// Optional: used when the library has it, else packets go in one by one through packetIn.
+        /// nil when the configuration says "packetInBatch": null (never use one).
+        public var packetInBatch: String? = "tunnelgate_runtime_packet_in_batch"
         public var status = "tunnelgate_runtime_status"
         public var stop = "tunnelgate_runtime_stop"
         /// nil when the configuration says "appMessage": null (the runtime has none).

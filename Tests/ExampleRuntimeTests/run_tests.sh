@@ -9,7 +9,7 @@
 #
 #   swiftpm   the tests against .build/debug/libTunnelgateExampleRuntime.so
 #   warnings  the runtime's sources under gcc and clang, -std=c11 -Wall -Wextra -Wpedantic -Wconversion -Werror
-#   exports   the library exports the ABI's nine functions and nothing else (nm -D)
+#   exports   the library exports the ABI's ten functions and nothing else (nm -D)
 #   asan      runtime and tests built with -fsanitize=address,undefined (leaks checked at exit)
 #   tsan      runtime and tests built with -fsanitize=thread
 #   valgrind  SwiftPM's library (debug sections stripped) under valgrind --leak-check=full; skipped when
@@ -112,12 +112,12 @@ for stage in "${stages[@]}"; do
   exports)
     section "exports: the library's dynamic symbols"
     build_swiftpm || continue
-    expected=$'mehs_ios_runtime_packet_in\nmehs_ios_runtime_start\nmehs_runtime_status\nmehs_runtime_stop\ntunnelgate_runtime_app_message\ntunnelgate_runtime_packet_in\ntunnelgate_runtime_start\ntunnelgate_runtime_status\ntunnelgate_runtime_stop'
+    expected=$'mehs_ios_runtime_packet_in\nmehs_ios_runtime_start\nmehs_runtime_status\nmehs_runtime_stop\ntunnelgate_runtime_app_message\ntunnelgate_runtime_packet_in\ntunnelgate_runtime_packet_in_batch\ntunnelgate_runtime_start\ntunnelgate_runtime_status\ntunnelgate_runtime_stop'
     actual=$(nm -D --defined-only "$lib_swiftpm" | awk '$2 == "T" {print $3}' | sort)
     if [ "$actual" = "$expected" ]; then
-      ok "exports exactly the nine ABI functions (five tunnelgate_runtime_*, four mehs_*)"
+      ok "exports exactly the ten ABI functions (six tunnelgate_runtime_*, four mehs_*)"
     else
-      not_ok "exports: expected the nine ABI functions, got:"
+      not_ok "exports: expected the ten ABI functions, got:"
       sed 's/^/#   /' <<<"$actual"
     fi
     ;;

@@ -87,6 +87,7 @@ static void nap_ms(long ms) {
 static struct {
     tunnelgate_runtime_start_fn start;
     tunnelgate_runtime_packet_in_fn packet_in;
+    tunnelgate_runtime_packet_in_batch_fn packet_in_batch;
     tunnelgate_runtime_status_fn status;
     tunnelgate_runtime_stop_fn stop;
     tunnelgate_runtime_app_message_fn app_message;
@@ -300,8 +301,9 @@ static const char *addr(unsigned port) {
 /* ---- tests -------------------------------------------------------------------------------------- */
 
 static void test_symbols(void) {
-    check(lib.start && lib.packet_in && lib.status && lib.stop && lib.app_message,
-          "the default symbols resolve (tunnelgate_runtime_start/_packet_in/_status/_stop/_app_message)");
+    check(lib.start && lib.packet_in && lib.packet_in_batch && lib.status && lib.stop && lib.app_message,
+          "the default symbols resolve (tunnelgate_runtime_start/_packet_in/_packet_in_batch/_status/_stop/"
+          "_app_message)");
     check(lib.mehs_start && lib.mehs_packet_in && lib.mehs_status && lib.mehs_stop,
           "MEHS's names resolve (mehs_ios_runtime_start/_packet_in, mehs_runtime_status/_stop)");
 }
@@ -361,6 +363,8 @@ static void test_argument_errors(void) {
          "--fwmark: \"0xZZ\" is not a whole number"},
         {"[\"--bind\", \"127.0.0.1:0\", \"--bind\", \"127.0.0.1:0\"]", TUNNELGATE_RUNTIME_INVALID_ARGUMENT,
          "--bind is given twice"},
+        {"[\"--bind\", \"127.0.0.1:0\", \"--direct-send\", \"on\"]", TUNNELGATE_RUNTIME_INVALID_ARGUMENT,
+         "--direct-send: \"on\" is not a whole number in 0...65536"},
         {"[\"--bind\", \"127.0.0.1:0\", \"--peer\", \"[::1]:53\"]", TUNNELGATE_RUNTIME_INVALID_ARGUMENT,
          "--peer is IPv6 but --bind is IPv4"},
         {"[\"--bind\", \"127.0.0.1:0\", \"--queue\", \"65536\", \"--tun-mtu\", \"9000\"]",
@@ -580,6 +584,234 @@ out:
     if (r) lib.stop(r);
     sink_free(&sq);
     sink_free(&sr);
+}
+
+/* A batch of `n` packets starting at sequence number `first`, built in the caller's buffers. */
+#define BATCH_MAX 64
+
+typedef struct {
+    uint8_t bytes[BATCH_MAX][SINK_PACKET];
+    const uint8_t *packets[BATCH_MAX];
+    size_t lengths[BATCH_MAX];
+} batch_buf;
+
+static void batch_fill(batch_buf *b, uint32_t first, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t seq = first + (uint32_t)i;
+        b->lengths[i] = packet_len_for(seq);
+        make_packet(b->bytes[i], b->lengths[i], seq);
+        b->packets[i] = b->bytes[i];
+    }
+}
+
+/* packet_in_batch into a small queue (--direct-send 0: every packet goes through the queue): each call
+ * takes a prefix (never more than fits), QUEUE_FULL says the rest was not taken, and the caller overwrites
+ * its buffers the moment the call returns; the peer must still receive exactly packets 0 .. N-1, in
+ * order, bytes equal. */
+static void test_batch(void) {
+    sink sq, sr;
+    sink_init(&sq);
+    sink_init(&sr);
+    unsigned pq = free_port(), pr = free_port();
+    void *q = start_ok("BQ (--queue 4, --direct-send 0)", &sq, secret, "--bind", addr(pq), "--peer", addr(pr),
+                       "--queue", "4", "--direct-send", "0", NULL);
+    void *r = start_ok("BR (peer of BQ)", &sr, secret, "--bind", addr(pr), "--peer", addr(pq), NULL);
+    batch_buf *b = calloc(1, sizeof(*b));
+    if (q == NULL || r == NULL || b == NULL) goto out;
+    check(WAIT_FOR(state_is(q, "ready")), "BQ becomes ready");
+    const uint32_t total = 600;
+    uint32_t next = 0, calls = 0, full = 0, over_queue = 0, bad_rc = 0, bad_prefix = 0, spins = 0;
+    while (next < total && spins < 2000000) {
+        size_t n = total - next < BATCH_MAX ? total - next : BATCH_MAX;
+        batch_fill(b, next, n);
+        size_t accepted = 999;
+        int32_t rc = lib.packet_in_batch(q, b->packets, b->lengths, n, &accepted);
+        calls++;
+        memset(b->bytes, 0xa5, sizeof(b->bytes)); /* the runtime must have copied what it took */
+        if (accepted > n) bad_prefix++;
+        if (accepted > 4) over_queue++;          /* a queue of 4 cannot take more in one call */
+        if (rc == TUNNELGATE_RUNTIME_QUEUE_FULL) {
+            full++;
+            if (accepted >= n) bad_prefix++;
+        } else if (rc == TUNNELGATE_RUNTIME_OK) {
+            if (accepted != n) bad_prefix++;
+        } else {
+            bad_rc++;
+        }
+        if (accepted <= n) next += (uint32_t)accepted;
+        if (rc != TUNNELGATE_RUNTIME_OK) spins++;
+    }
+    note("%u packets in %u calls, %u answered QUEUE_FULL", next, calls, full);
+    check(next == total && bad_rc == 0, "every call returns OK or QUEUE_FULL and all %u packets are taken", total);
+    check(bad_prefix == 0, "*accepted is count on OK and less than count on QUEUE_FULL (%u violations)", bad_prefix);
+    check(over_queue == 0, "a call never takes more than the queue holds (%u calls took more than 4)", over_queue);
+    check(full > 0, "batches of %d into --queue 4 meet QUEUE_FULL", BATCH_MAX);
+    check(counter(q, "queueFull") == full, "queueFull counts each call answered QUEUE_FULL (%u)", full);
+    check(counter(q, "batchCalls") == calls && counter(q, "batchPackets") == total &&
+              counter(q, "packetsIn") == total,
+          "batchCalls (%llu of %u), batchPackets and packetsIn (%u) count the calls and the packets taken",
+          counter(q, "batchCalls"), calls, total);
+    check(counter(q, "batchDirect") == 0, "with --direct-send 0 nothing is sent on the caller's thread");
+    char why[128] = "";
+    check(WAIT_FOR(sink_count(&sr) >= total) && sink_holds_sequence(&sr, total, why, sizeof(why)),
+          "the peer receives exactly packets 0 .. %u in order, bytes equal, though every buffer was overwritten "
+          "after each call %s", total - 1, why);
+    size_t accepted = 7;
+    check(lib.packet_in_batch(q, NULL, NULL, 0, &accepted) == TUNNELGATE_RUNTIME_OK && accepted == 0,
+          "an empty batch is OK with nothing taken");
+out:
+    free(b);
+    if (q) lib.stop(q);
+    if (r) lib.stop(r);
+    sink_free(&sq);
+    sink_free(&sr);
+}
+
+/* --direct-send 40: while the sender is idle, packet_in_batch calls of up to 40 packets are sealed and sent
+ * on the caller's thread; larger ones are queued. Single packet_in calls (which always queue) interleaved with batches from the same caller must
+ * still arrive in the caller's order: a batch never overtakes what that caller queued before it. */
+static void test_batch_direct(void) {
+    sink sd, se;
+    sink_init(&sd);
+    sink_init(&se);
+    unsigned pd = free_port(), pe = free_port();
+    void *d = start_ok("BD (--direct-send 40)", &sd, secret, "--bind", addr(pd), "--peer", addr(pe), "--direct-send",
+                       "40", NULL);
+    void *e = start_ok("BE (peer of BD)", &se, secret, "--bind", addr(pe), "--peer", addr(pd), NULL);
+    batch_buf *b = calloc(1, sizeof(*b));
+    if (d == NULL || e == NULL || b == NULL) goto out;
+    check(WAIT_FOR(state_is(d, "ready")), "BD becomes ready");
+    const uint32_t total = 900; /* + 205 below: within the sink's SINK_MAX */
+    uint32_t next = 0, calls = 0, bad = 0, singles = 0;
+    while (next < total && bad == 0) {
+        if (calls % 3 == 2) { /* every third step one packet through packet_in, which queues it */
+            size_t len = packet_len_for(next);
+            make_packet(b->bytes[0], len, next);
+            int32_t rc = lib.packet_in(d, b->bytes[0], len);
+            memset(b->bytes[0], 0xa5, len);
+            if (rc == TUNNELGATE_RUNTIME_OK) {
+                next++;
+                singles++;
+            } else if (rc != TUNNELGATE_RUNTIME_QUEUE_FULL) {
+                bad++;
+            }
+            calls++;
+            continue;
+        }
+        size_t n = total - next < 40 ? total - next : 40;
+        batch_fill(b, next, n);
+        size_t accepted = 999;
+        int32_t rc = lib.packet_in_batch(d, b->packets, b->lengths, n, &accepted);
+        memset(b->bytes, 0xa5, sizeof(b->bytes));
+        if ((rc == TUNNELGATE_RUNTIME_OK && accepted != n) || (rc == TUNNELGATE_RUNTIME_QUEUE_FULL && accepted >= n) ||
+            (rc != TUNNELGATE_RUNTIME_OK && rc != TUNNELGATE_RUNTIME_QUEUE_FULL))
+            bad++;
+        else
+            next += (uint32_t)accepted;
+        calls++;
+    }
+    check(bad == 0 && next == total, "900 packets taken through batches and single packet_in calls (%u singles)",
+          singles);
+    unsigned long long direct = counter(d, "batchDirect"), batched = counter(d, "batchPackets");
+    note("batchDirect %llu of batchPackets %llu", direct, batched);
+    check(direct > 0 && direct <= batched, "batches were sealed and sent on the caller's thread (batchDirect %llu)",
+          direct);
+    char why[128] = "";
+    check(WAIT_FOR(sink_count(&se) >= total) && sink_holds_sequence(&se, total, why, sizeof(why)),
+          "the peer receives packets 0 .. %u in the caller's order, bytes equal %s", total - 1, why);
+    /* Batches larger than --direct-send go through the queue, even with the sender idle. */
+    uint32_t large_ok = 0;
+    for (uint32_t k = 0; k < 5; k++) {
+        WAIT_FOR(sink_count(&se) >= total + 41 * k); /* the sender has drained the previous one */
+        batch_fill(b, total + 41 * k, 41);
+        size_t accepted = 0;
+        if (lib.packet_in_batch(d, b->packets, b->lengths, 41, &accepted) == TUNNELGATE_RUNTIME_OK && accepted == 41)
+            large_ok++;
+    }
+    check(large_ok == 5 && counter(d, "batchDirect") == direct,
+          "batches of 41 are queued, not sent directly (batchDirect stays %llu)", direct);
+    check(WAIT_FOR(sink_count(&se) >= total + 205) && sink_holds_sequence(&se, total + 205, why, sizeof(why)),
+          "... and arrive in order after the others %s", why);
+out:
+    free(b);
+    if (d) lib.stop(d);
+    if (e) lib.stop(e);
+    sink_free(&sd);
+    sink_free(&se);
+}
+
+/* What packet_in_batch refuses, and what it takes of a batch before the refused packet. */
+static void test_batch_refusals(void) {
+    sink sa, sb;
+    sink_init(&sa);
+    sink_init(&sb);
+    unsigned pa = free_port(), pb = free_port();
+    void *a = start_ok("BA", &sa, secret, "--bind", addr(pa), "--peer", addr(pb), "--tun-mtu", "1400", NULL);
+    void *b = start_ok("BB (peer of BA)", &sb, secret, "--bind", addr(pb), "--peer", addr(pa), NULL);
+    batch_buf *buf = calloc(1, sizeof(*buf));
+    if (a == NULL || b == NULL || buf == NULL) goto out;
+    check(WAIT_FOR(state_is(a, "ready")), "BA becomes ready");
+    size_t accepted = 99;
+    batch_fill(buf, 0, 4);
+    check(lib.packet_in_batch(NULL, buf->packets, buf->lengths, 4, &accepted) == TUNNELGATE_RUNTIME_INVALID_ARGUMENT &&
+              accepted == 0,
+          "a NULL handle is INVALID_ARGUMENT, nothing taken");
+    check(lib.packet_in_batch(a, buf->packets, buf->lengths, 4, NULL) == TUNNELGATE_RUNTIME_INVALID_ARGUMENT,
+          "a NULL accepted is INVALID_ARGUMENT");
+    accepted = 99;
+    check(lib.packet_in_batch(a, NULL, buf->lengths, 4, &accepted) == TUNNELGATE_RUNTIME_INVALID_ARGUMENT &&
+              accepted == 0,
+          "a NULL packets array is INVALID_ARGUMENT, nothing taken");
+    accepted = 99;
+    check(lib.packet_in_batch(a, buf->packets, NULL, 4, &accepted) == TUNNELGATE_RUNTIME_INVALID_ARGUMENT &&
+              accepted == 0,
+          "a NULL lengths array is INVALID_ARGUMENT, nothing taken");
+    int not_a_handle = 0;
+    accepted = 99;
+    check(lib.packet_in_batch(&not_a_handle, buf->packets, buf->lengths, 4, &accepted) ==
+                  TUNNELGATE_RUNTIME_INVALID_STATE && accepted == 0,
+          "a handle start never returned is INVALID_STATE, nothing taken");
+    check(counter(a, "batchCalls") == 0 && counter(a, "packetsIn") == 0, "none of these took a packet");
+
+    /* Packets 0, 1 good; 2 bad: the first two are taken, the call stops at the third. */
+    struct {
+        const char *what;
+        const uint8_t *packet;
+        size_t len;
+    } bad[] = {{"an empty packet", buf->bytes[2], 0}, {"a NULL packet", NULL, 20},
+               {"a packet over the MTU (1401 bytes)", buf->bytes[2], 1401}};
+    uint32_t seq = 0;
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        batch_fill(buf, seq, 4);
+        buf->packets[2] = bad[k].packet;
+        buf->lengths[2] = bad[k].len;
+        accepted = 99;
+        int32_t rc = lib.packet_in_batch(a, buf->packets, buf->lengths, 4, &accepted);
+        check(rc == TUNNELGATE_RUNTIME_INVALID_ARGUMENT && accepted == 2,
+              "%s at index 2: INVALID_ARGUMENT with the two before it taken (rc %d, accepted %zu)", bad[k].what, rc,
+              accepted);
+        /* The host drops the refused packet and goes on with the rest. */
+        rc = lib.packet_in_batch(a, buf->packets + 3, buf->lengths + 3, 1, &accepted);
+        check(rc == TUNNELGATE_RUNTIME_OK && accepted == 1, "... and the packet after it is taken by the next call");
+        seq += 4;
+    }
+    check(counter(a, "dropsOversize") == 1, "the packet over the MTU is counted in dropsOversize");
+    check(counter(a, "packetsIn") == 9 && counter(a, "batchPackets") == 9, "packetsIn and batchPackets count the 9 taken");
+    check(WAIT_FOR(sink_count(&sb) >= 9), "the 9 taken packets arrive at the peer");
+
+    lib.stop(a);
+    batch_fill(buf, 0, 4);
+    accepted = 99;
+    check(lib.packet_in_batch(a, buf->packets, buf->lengths, 4, &accepted) == TUNNELGATE_RUNTIME_INVALID_STATE &&
+              accepted == 0,
+          "after stop: INVALID_STATE, nothing taken");
+    a = NULL;
+out:
+    free(buf);
+    if (a) lib.stop(a);
+    if (b) lib.stop(b);
+    sink_free(&sa);
+    sink_free(&sb);
 }
 
 /* Peers with different secrets: nothing is delivered; dropsAuth counts. */
@@ -833,6 +1065,12 @@ static void test_fd_path(void) {
     make_packet(pkt, 100, 1);
     check(lib.packet_in(f, pkt, 100) == TUNNELGATE_RUNTIME_INVALID_STATE, "packet_in on the fd path is "
                                                                           "INVALID_STATE");
+    {
+        const uint8_t *one[1] = {pkt};
+        size_t len[1] = {100}, accepted = 99;
+        check(lib.packet_in_batch(f, one, len, 1, &accepted) == TUNNELGATE_RUNTIME_INVALID_STATE && accepted == 0,
+              "packet_in_batch on the fd path is INVALID_STATE, nothing taken");
+    }
 
     /* "TUN" -> F -> H's writer. */
     for (uint32_t i = 0; i < 50; i++) {
@@ -886,7 +1124,8 @@ out:
     sink_free(&sh);
 }
 
-/* stop while another thread keeps calling packet_in and the peer keeps the writer busy. */
+/* stop while another thread keeps calling packet_in and packet_in_batch (which, with the sender idle,
+ * seals and sends on that thread) and the peer keeps the writer busy. */
 typedef struct {
     void *handle;
     atomic_bool run;
@@ -897,8 +1136,16 @@ static void *flood_main(void *arg) {
     flood *fl = arg;
     uint8_t pkt[500];
     make_packet(pkt, sizeof(pkt), 3);
-    while (atomic_load(&fl->run)) {
-        int32_t rc = lib.packet_in(fl->handle, pkt, sizeof(pkt));
+    const uint8_t *batch[16];
+    size_t lengths[16];
+    for (size_t i = 0; i < 16; i++) {
+        batch[i] = pkt;
+        lengths[i] = sizeof(pkt);
+    }
+    for (unsigned long round = 0; atomic_load(&fl->run); round++) {
+        size_t accepted = 0;
+        int32_t rc = round % 2 == 0 ? lib.packet_in(fl->handle, pkt, sizeof(pkt))
+                                    : lib.packet_in_batch(fl->handle, batch, lengths, 16, &accepted);
         if (rc == TUNNELGATE_RUNTIME_OK) atomic_fetch_add(&fl->ok, 1);
         if (rc == TUNNELGATE_RUNTIME_INVALID_STATE) {
             atomic_fetch_add(&fl->invalid_state, 1);
@@ -927,7 +1174,7 @@ static void test_stop_under_load(void) {
     lib.stop(b); /* while B's writer is busy and another thread is in B's packet_in */
     atomic_store(&sb.closed, true);
     pthread_join(tb, NULL);
-    check(atomic_load(&to_b.invalid_state) == 1, "packet_in racing stop ends with INVALID_STATE (%ld accepted)",
+    check(atomic_load(&to_b.invalid_state) == 1, "packet_in and packet_in_batch racing stop end with INVALID_STATE (%ld calls OK)",
           atomic_load(&to_b.ok));
     check(state_is(a, "ready") || state_is(a, "reconnecting"), "A runs on after its peer stopped");
     atomic_store(&to_a.run, false);
@@ -976,6 +1223,7 @@ int main(int argc, char **argv) {
     }
     *(void **)&lib.start = dlsym(so, "tunnelgate_runtime_start");
     *(void **)&lib.packet_in = dlsym(so, "tunnelgate_runtime_packet_in");
+    *(void **)&lib.packet_in_batch = dlsym(so, "tunnelgate_runtime_packet_in_batch");
     *(void **)&lib.status = dlsym(so, "tunnelgate_runtime_status");
     *(void **)&lib.stop = dlsym(so, "tunnelgate_runtime_stop");
     *(void **)&lib.app_message = dlsym(so, "tunnelgate_runtime_app_message");
@@ -989,6 +1237,9 @@ int main(int argc, char **argv) {
         test_wire_vectors();
         test_tunnel();
         test_queue_full();
+        test_batch();
+        test_batch_direct();
+        test_batch_refusals();
         test_wrong_secret();
         test_garbage_and_wire_format();
         test_reconnect_and_stop();

@@ -150,4 +150,25 @@ final class SettingsValidationTests: XCTestCase {
             XCTAssertEqual((error as! ConfigurationError).problems.map(\.path), ["tunnelRemoteAddress"])
         }
     }
+
+    /// `symbols.packetInBatch`: the default name, another name, or null for none; a bad name is named by key path.
+    func testCallbackRuntimePacketInBatchSymbol() throws {
+        func callback(_ symbols: String) throws -> CallbackRuntimeSettings {
+            let s = try parse("""
+            {"tunnelRemoteAddress": "198.18.0.10",
+             "runtime": {"kind": "callback", "library": "/opt/rt.so"\(symbols)}}
+            """)
+            guard case .callback(let c) = s.runtime else { XCTFail("not a callback runtime: \(s.runtime)"); throw CancellationError() }
+            return c
+        }
+        XCTAssertEqual(try callback("").symbols.packetInBatch, "tunnelgate_runtime_packet_in_batch")
+        XCTAssertEqual(try callback(#", "symbols": {"packetIn": "mehs_ios_runtime_packet_in"}"#).symbols.packetInBatch,
+                       "tunnelgate_runtime_packet_in_batch")
+        XCTAssertEqual(try callback(#", "symbols": {"packetInBatch": "my_rt_packets_in"}"#).symbols.packetInBatch, "my_rt_packets_in")
+        XCTAssertNil(try callback(#", "symbols": {"packetInBatch": null}"#).symbols.packetInBatch)
+        XCTAssertEqual(problems("""
+        {"tunnelRemoteAddress": "198.18.0.10",
+         "runtime": {"kind": "callback", "library": "/opt/rt.so", "symbols": {"packetInBatch": "no-such name"}}}
+        """), ["runtime.symbols.packetInBatch: 'no-such name' is not a C symbol name"])
+    }
 }

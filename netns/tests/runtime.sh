@@ -5,7 +5,9 @@
 #   C (tunnelgate "tga", 10.60.0.1) ── R ── L (tunnelgate "tgb", 10.60.0.2)
 #      example runtime: UDP 10.231.0.2:5400  <══>  192.168.231.2:5400
 #
-# Asserted: ping and an iperf3 TCP transfer in both packet paths (callback, fd); with a one-packet
+# Asserted: ping and an iperf3 TCP transfer in both packet paths (callback, fd); in the callback path the
+# packets go in through packet_in_batch, and with "packetInBatch": null one by one through packet_in; a
+# configured batch symbol the library lacks is an error; with a one-packet
 # runtime queue a TCP transfer completes with QUEUE_FULL answered by retries and zero drops for it;
 # the carrier cut at R makes status go reasserting and back to connected, with traffic resuming;
 # a runtime that refuses to start, a missing symbol, a loose secret file each give a clear error and
@@ -36,11 +38,9 @@ config() { # FILE NAME ADDRESS BIND PEER PATH EXTRA-ARGS EXTRA-RUNTIME
 CFG
 }
 run() { tg_run "$@"; printf '%s\n%s\n' "$TG_OUT" "$TG_ERR" >>"$outputs"; }
-up_pair() { # PATH [QUEUE]
-  local q=""
-  [ -n "${2:-}" ] && q=", \"--queue\", \"$2\""
-  config "$TG_TMP/a.json" tga 10.60.0.1 "$C_ETH0_4:5400" "$LAN4:5400" "$1" "$q" ""
-  config "$TG_TMP/b.json" tgb 10.60.0.2 "$LAN4:5400" "$C_ETH0_4:5400" "$1" "" ""
+up_pair() { # PATH [EXTRA-ARGS-OF-TGA] [EXTRA-RUNTIME]   (JSON fragments: , "--queue", "1")
+  config "$TG_TMP/a.json" tga 10.60.0.1 "$C_ETH0_4:5400" "$LAN4:5400" "$1" "${2:-}" "${3:-}"
+  config "$TG_TMP/b.json" tgb 10.60.0.2 "$LAN4:5400" "$C_ETH0_4:5400" "$1" "" "${3:-}"
   run ip netns exec "$NS_C" "$TG" up "$TG_TMP/a.json" --detach
   check_rc "[$1] tga up" 0
   run ip netns exec "$NS_L" "$TG" up "$TG_TMP/b.json" --detach
@@ -64,19 +64,55 @@ iperf_tcp() {
   wait "$server" 2>/dev/null
 }
 
+# runtime_stats NS NAME: the runtime's own status JSON, fresh (app_message "stats"); the state file's copy
+# is only rewritten on state changes.
+runtime_stats() { ip netns exec "$1" "$TG" message "$2" stats; }
+
 tg_snapshot "$NS_C" "$TG_TMP/c-before"
-for path in callback fd; do
-  up_pair "$path"
+# callback-single: the callback path with "packetInBatch": null, as for a runtime without the symbol
+# (MEHS's has none): packets go in one by one through packet_in.
+for path in callback fd callback-single; do
+  case $path in
+  callback-single) up_pair callback "" ', "symbols": {"packetInBatch": null}' ;;
+  *) up_pair "$path" ;;
+  esac
+  up_out=$TG_OUT
   check_ping "[$path] ping crosses the tunnel" "$NS_C" 10.60.0.2
   check_ping "[$path] and back the other way" "$NS_L" 10.60.0.1
   iperf_tcp 2
   check_eq "[$path] an iperf3 TCP transfer through the tunnel completes" 0 "$iperf_rc"
   check "[$path] ... and carried more than 1 MB ($received bytes)" test "${received:-0}" -ge 1000000
+  stats=$(runtime_stats "$NS_C" tga)
+  echo "$stats" >>"$outputs"
+  calls=$(echo "$stats" | jq '.batchCalls') batched=$(echo "$stats" | jq '.batchPackets') sent=$(echo "$stats" | jq '.packetsIn')
+  [ "$path" != fd ] && wait_for "[$path] the host's counters are published" 3 bash -c \
+    "ip netns exec $NS_C $TG status tga --json | jq -e '.counters.packetsFromHost >= $sent' >/dev/null"
+  host=$(ip netns exec "$NS_C" "$TG" status tga --json | jq -c '.counters | {packetsFromHost, handOffs, handOffSeconds}')
+  case $path in
+  callback)
+    check_match "[$path] up says the packets go in through packet_in_batch" 'callback path, packet_in_batch\)' "$up_out"
+    check "[$path] the packets went in through packet_in_batch (batchCalls $calls, batchPackets $batched of packetsIn $sent)" \
+      test "$calls" -gt 0 -a "$batched" -eq "$sent" -a "$sent" -gt 1000
+    check "[$path] the host counts its hand-offs and the time inside them ($host)" \
+      jq -e '.handOffs > 0 and .handOffs <= .packetsFromHost and .handOffSeconds > 0' <<<"$host"
+    ;;
+  fd)
+    check "[$path] the runtime read the TUN itself: no batch calls (batchCalls $calls, packetsIn $sent)" \
+      test "$calls" -eq 0 -a "$sent" -gt 1000
+    check "[$path] ... and the host handed nothing off ($host)" jq -e '.handOffs == null' <<<"$host"
+    ;;
+  callback-single)
+    check_match "[$path] up says the packets go in through packet_in" 'callback path, packet_in\)' "$up_out"
+    check "[$path] the packets went in one by one through packet_in (batchCalls $calls, packetsIn $sent)" \
+      test "$calls" -eq 0 -a "$batched" -eq 0 -a "$sent" -gt 1000
+    ;;
+  esac
   down_pair
 done
 
 # --- backpressure: a one-packet queue --------------------------------------------------------------------
-up_pair callback 1
+# --direct-send 0: the example would otherwise send most batches on the host's thread, past its queue.
+up_pair callback ', "--queue", "1", "--direct-send", "0"'
 iperf_tcp 2
 check_eq "[queue 1] a TCP transfer completes" 0 "$iperf_rc"
 check "[queue 1] ... and carried more than 100 kB through a one-packet queue ($received bytes)" test "${received:-0}" -ge 100000
@@ -132,6 +168,10 @@ config "$TG_TMP/bad.json" tga 10.60.0.1 "$C_ETH0_4:5400" "$LAN4:5400" callback "
 run ip netns exec "$NS_C" "$TG" up "$TG_TMP/bad.json" --detach
 check_rc "a missing symbol: up fails" 1
 check_match "... naming the symbol" "has no symbol 'no_such_start'" "$TG_ERR"
+config "$TG_TMP/bad.json" tga 10.60.0.1 "$C_ETH0_4:5400" "$LAN4:5400" callback "" ', "symbols": {"packetInBatch": "no_such_batch"}'
+run ip netns exec "$NS_C" "$TG" up "$TG_TMP/bad.json" --detach
+check_rc "a configured packetInBatch the library lacks: up fails" 1
+check_match "... naming the symbol and its key" "has no symbol 'no_such_batch' \\(runtime\\.symbols\\.packetInBatch\\)" "$TG_ERR"
 chmod 644 "$secret"
 config "$TG_TMP/bad.json" tga 10.60.0.1 "$C_ETH0_4:5400" "$LAN4:5400" callback "" ""
 run ip netns exec "$NS_C" "$TG" up "$TG_TMP/bad.json" --detach

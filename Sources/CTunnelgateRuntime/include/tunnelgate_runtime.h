@@ -7,6 +7,7 @@
  *
  *   start      once, before any packet; returns a handle
  *   packet_in  Tunnelgate → runtime: a packet the host sent into the tunnel
+ *   packet_in_batch  (optional) the same for many packets in one call
  *   writer     runtime → Tunnelgate: a packet to deliver to the host
  *   status     polled: JSON with the runtime's state
  *   stop       exactly once; after it returns nothing is called again
@@ -58,6 +59,20 @@ typedef int32_t (*tunnelgate_runtime_start_fn)(const char *args_json, const char
 typedef int32_t (*tunnelgate_runtime_packet_in_fn)(void *handle, const uint8_t *packet, size_t len);
 
 /*
+ * Optional: packets[0 .. count) (lengths[i] bytes each) in one call, in order. The result is that of
+ * calling packet_in for packets[0], packets[1], ... and stopping at the first result that is not OK:
+ * *accepted is set to the number of packets taken (a prefix; each was copied or already sent: the
+ * caller may reuse every buffer as soon as the call returns) and the result is OK when that is all
+ * `count`, otherwise the code for packets[*accepted]: QUEUE_FULL (keep it and the rest, retry later),
+ * INVALID_STATE (not ready, stopped, or the fd path; nothing taken), INVALID_ARGUMENT (that packet is
+ * NULL, empty or over the MTU: drop it and go on with the next). A NULL handle or `accepted`, or NULL
+ * arrays with count > 0, are INVALID_ARGUMENT with nothing taken. A host uses packet_in one packet at
+ * a time when the library has no such symbol.
+ */
+typedef int32_t (*tunnelgate_runtime_packet_in_batch_fn)(void *handle, const uint8_t *const *packets,
+                                                         const size_t *lengths, size_t count, size_t *accepted);
+
+/*
  * Writes the runtime's status as JSON: at least
  *   {"state": "starting"|"ready"|"reconnecting"|"failed"|"stopped",
  *    "interface": null | "<name>",       (non-null once packets may be sent in)
@@ -77,6 +92,8 @@ int32_t tunnelgate_runtime_start(const char *args_json, const char *secret, tunn
                                  void *context, void **handle, char *error, size_t error_capacity,
                                  size_t *error_len);
 int32_t tunnelgate_runtime_packet_in(void *handle, const uint8_t *packet, size_t len);
+int32_t tunnelgate_runtime_packet_in_batch(void *handle, const uint8_t *const *packets, const size_t *lengths,
+                                           size_t count, size_t *accepted);
 int32_t tunnelgate_runtime_status(void *handle, char *json, size_t capacity, size_t *json_len);
 void tunnelgate_runtime_stop(void *handle);
 int32_t tunnelgate_runtime_app_message(void *handle, const uint8_t *bytes, size_t len, uint8_t *reply,
