@@ -667,20 +667,29 @@ public final class WireGuardDevice: @unchecked Sendable {
     private func handleTransport(_ datagram: UnsafeMutableRawBufferPointer, from source: Endpoint, now: Double) {
         let receiver = datagram.loadUnaligned(fromByteOffset: 4, as: UInt32.self).littleEndian
         let counter = datagram.loadUnaligned(fromByteOffset: 8, as: UInt64.self).littleEndian
-        guard let id = indexTable[receiver], let peer = peers[id], let slot = peer.slot(of: receiver),
-              let session = peer.session(slot) else {
+        guard let id = indexTable[receiver], let peer = peers[id], let slot = peer.slot(of: receiver) else {
             counters.dropsUnknownIndex += 1
             return
         }
-        guard now - session.created < timers.rejectAfterTime else {
-            counters.dropsExpiredSession += 1
-            return
+        // The session is copied only inside this block: a copy still alive when acceptCounter marks the
+        // window would make the window's storage copy itself (copy-on-write) for every packet.
+        let keypair: Keypair
+        do {
+            guard let session = peer.session(slot) else {
+                counters.dropsUnknownIndex += 1
+                return
+            }
+            guard now - session.created < timers.rejectAfterTime else {
+                counters.dropsExpiredSession += 1
+                return
+            }
+            guard session.replay.wouldAccept(counter) else {
+                counters.dropsReplay += 1
+                return
+            }
+            keypair = session.keypair
         }
-        guard session.replay.wouldAccept(counter) else {
-            counters.dropsReplay += 1
-            return
-        }
-        guard let opened = Transport.decodeTransport(keypair: session.keypair, datagram: datagram) else {
+        guard let opened = Transport.decodeTransport(keypair: keypair, datagram: datagram) else {
             counters.dropsAuthentication += 1
             return
         }
