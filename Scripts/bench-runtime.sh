@@ -14,12 +14,13 @@
 #
 # All tunnels are up at once (each pair its own subnet and UDP port) and the modes take turns within each
 # round, in a rotating order, so that a change in the machine's load hits them alike; each figure is the
-# median over the rounds, and each mode's ratio to fd is also taken within each round (median, range). Then one more TCP run per tunnel mode shows where the CPU went: per thread of
+# median over the rounds, and each mode's ratio to fd is also taken within each round (median and
+# quartiles over the rounds). On a shared machine single runs move by 20-30 %: use 15 rounds or more. Then one more TCP run per tunnel mode shows where the CPU went: per thread of
 # both tunnelgate processes, per data packet, and how much of the run the sending loop spent inside the
 # runtime's packet_in calls (handOffSeconds, wall clock: in the callback mode that is where the example
 # seals and sends).
 #
-#   Scripts/bench-runtime.sh [ROUNDS] [SECONDS]     (defaults 5 and 3)
+#   Scripts/bench-runtime.sh [ROUNDS] [SECONDS]     (defaults 9 and 3)
 #
 #   ns A: 10.77.0.1 ═══ veth ═══ ns B: 10.77.0.2
 #   tunnel of mode k (1 callback, 2 queue, 3 one-by-one, 4 fd): A 10.78.k.1 ═ UDP port 540k ═ B 10.78.k.2
@@ -27,7 +28,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 [ "$(id -u)" -eq 0 ] || { echo "Error: Scripts/bench-runtime.sh must run as root" >&2; exit 1; }
 command -v swift >/dev/null || PATH=/opt/swift/usr/bin:$PATH
-rounds=${1:-5}
+rounds=${1:-9}
 seconds=${2:-3}
 
 bash Scripts/setup.sh
@@ -173,15 +174,15 @@ for m in "${modes[@]}"; do
 done
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
-# paired TEST MODE: the median over the rounds of MODE/fd within each round (runs a few seconds apart,
-# so the machine's load changes little between them), and the lowest and highest of those ratios
+# paired TEST MODE: MODE/fd within each round (runs seconds apart, so the machine's load changes little
+# between them): the median over the rounds and the quartiles
 paired() {
   paste "$work/$1-$2" "$work/$1-fd" | awk '{print $1 / $2}' | sort -n |
-    awk '{a[NR]=$1} END {printf "%.2f (%.2f–%.2f)", (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2, a[1], a[NR]}'
+    awk '{a[NR]=$1} END {printf "%.2f (%.2f–%.2f)", (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2, a[int((NR+3)/4)], a[int((3*NR+3)/4)]}'
 }
 echo
 echo "medians of $rounds rounds of $seconds s; kernel $(uname -r), $(nproc) cores; example runtime, MTU 1400"
-printf '%-12s %12s %12s %9s %9s   %-18s %-18s\n' path "TCP Mbit/s" "UDP pkt/s" "TCP/veth" "UDP/veth" "TCP/fd by round" "UDP/fd by round"
+printf '%-12s %12s %12s %9s %9s   %-18s %-18s\n' path "TCP Mbit/s" "UDP pkt/s" "TCP/veth" "UDP/veth" "TCP/fd per round" "UDP/fd per round"
 for m in "${all[@]}"; do
   printf '%-12s %12.0f %12.0f %9s %9s   %-18s %-18s\n' "$m" "$(awk -v x="${tcp_result[$m]}" 'BEGIN{print x/1e6}')" "${udp_result[$m]}" \
     "$(ratio "${tcp_result[$m]}" "${tcp_result[veth]}")" "$(ratio "${udp_result[$m]}" "${udp_result[veth]}")" \
@@ -189,7 +190,7 @@ for m in "${all[@]}"; do
 done
 echo
 echo "callback/fd: TCP $(ratio "${tcp_result[callback]}" "${tcp_result[fd]}"), UDP $(ratio "${udp_result[callback]}" "${udp_result[fd]}") (ratios of the medians);" \
-  "by round: TCP $(paired tcp callback), UDP $(paired udp callback)   (target: >= 0.85)"
+  "per round: TCP $(paired tcp callback), UDP $(paired udp callback)   (target: >= 0.85)"
 echo
 echo "where the CPU went during one TCP run per mode (A sends the data, B sends the ACKs; loop = tunnelgate's thread):"
 echo "$profiles"
