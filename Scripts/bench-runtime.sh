@@ -37,7 +37,8 @@ TG=$(pwd)/.build/release/tunnelgate
 LIB=$(pwd)/.build/release/libTunnelgateExampleRuntime.so
 
 a="tgbench-a-$$" b="tgbench-b-$$"
-work=$(mktemp -d /tmp/tunnelgate-bench-runtime.XXXXXX)
+# Under .build, not /tmp: a sweep of /tmp/tunnelgate-* by a concurrent test run must not take it mid-run.
+work=$(mktemp -d "$(pwd)/.build/bench-runtime.XXXXXX")
 cleanup() {
   for ns in "$a" "$b"; do
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done
