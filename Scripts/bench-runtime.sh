@@ -20,7 +20,7 @@
 # runtime's packet_in calls (handOffSeconds, wall clock: in the callback mode that is where the example
 # seals and sends).
 #
-#   Scripts/bench-runtime.sh [ROUNDS] [SECONDS]     (defaults 9 and 3)
+#   Scripts/bench-runtime.sh [ROUNDS] [SECONDS]     (defaults 15 and 3)
 #
 #   ns A: 10.77.0.1 ═══ veth ═══ ns B: 10.77.0.2
 #   tunnel of mode k (1 callback, 2 queue, 3 one-by-one, 4 fd): A 10.78.k.1 ═ UDP port 540k ═ B 10.78.k.2
@@ -28,7 +28,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 [ "$(id -u)" -eq 0 ] || { echo "Error: Scripts/bench-runtime.sh must run as root" >&2; exit 1; }
 command -v swift >/dev/null || PATH=/opt/swift/usr/bin:$PATH
-rounds=${1:-9}
+rounds=${1:-15}
 seconds=${2:-3}
 
 bash Scripts/setup.sh
