@@ -596,9 +596,10 @@ public final class ActiveTunnel {
         try gateway.teardown(name: plan.interfaceName, tun: tun)
     }
 
-    /// Publishes counters in the state file for `status`.
-    public func publish(counters: PacketCounters) {
+    /// Publishes counters (and the runtime's status JSON) in the state file for `status`.
+    public func publish(counters: PacketCounters, runtimeStatus: String? = nil) {
         record.counters = counters
+        if let runtimeStatus { record.runtimeStatus = runtimeStatus }
         try? record.write(to: gateway.state.statePath(plan.interfaceName))
     }
 

@@ -34,6 +34,11 @@ public struct TunnelReport: Codable, Sendable {
     public var rules = 0
     /// The runtime's view of the packet flow.
     public var counters: PacketCounters?
+    /// The hosted runtime's own status JSON, as it last answered (polled four
+    /// times a second, published once a second; secrets scrubbed): its state,
+    /// interface, and whatever else it reports (peers, handshakes, its own
+    /// counters). nil without a runtime.
+    public var runtime: JSONValue?
     /// The kernel's counters for the TUN interface (tx: host → tunnel).
     public var interfaceCounters: KernelCounters?
     /// True while the tunnel's nftables kill switch is in the kernel (also
@@ -73,6 +78,7 @@ extension Gateway {
             report.namespace = record?.isolatedIn
             report.dns = record?.dnsBackend
             report.counters = record?.counters
+            report.runtime = record?.runtimeStatus.flatMap { try? JSONParser.parse(Array($0.utf8)) }
         } else if journal != nil {
             report.residue = true
         } else {

@@ -30,6 +30,7 @@ public final class RuntimeLoop {
     private var handOffs: UInt64 = 0
     private var handOffSeconds: Double = 0
     private var published: PacketCounters?
+    private var publishedRuntimeStatus: String?
     private var lastState: RuntimeState?
 
     static let batch = 64
@@ -197,7 +198,8 @@ public final class RuntimeLoop {
         }
     }
 
-    /// Folds the writer's counters in and publishes them.
+    /// Folds the writer's counters in and publishes them, with the runtime's
+    /// last status JSON (for `tunnelgate status`), when either changed.
     func publish() {
         counters.droppedOverMTU = hostOverMTU
         if host != nil, host?.packetPath != .fd {
@@ -211,8 +213,10 @@ public final class RuntimeLoop {
             counters.droppedOverMTU = hostOverMTU + w.overMTU.load(ordering: .relaxed)
             counters.droppedWriteFailed = w.writeFailed.load(ordering: .relaxed)
         }
-        guard counters != published else { return }
+        let runtimeStatus = lastState?.json
+        guard counters != published || runtimeStatus != publishedRuntimeStatus else { return }
         published = counters
-        tunnel.publish(counters: counters)
+        publishedRuntimeStatus = runtimeStatus
+        tunnel.publish(counters: counters, runtimeStatus: runtimeStatus)
     }
 }

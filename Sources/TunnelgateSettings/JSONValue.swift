@@ -247,3 +247,59 @@ extension JSONValue {
         return out + "\""
     }
 }
+
+/// Encoded as the JSON it is, so that a document parsed from elsewhere (a
+/// runtime's status) can be embedded in a Codable report. Key order is the
+/// encoder's (JSONEncoder keeps none; `.sortedKeys` sorts). Decoding reads any
+/// JSON value; object keys come back in the decoder's order.
+extension JSONValue: Codable {
+    private struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .null:
+            var c = encoder.singleValueContainer()
+            try c.encodeNil()
+        case .bool(let b):
+            var c = encoder.singleValueContainer()
+            try c.encode(b)
+        case .number(let d, let literal):
+            var c = encoder.singleValueContainer()
+            // Integers stay integers (a counter of 2^53 or more would lose digits as a Double).
+            if let i = Int64(literal) { try c.encode(i) } else if let u = UInt64(literal) { try c.encode(u) } else { try c.encode(d) }
+        case .string(let s):
+            var c = encoder.singleValueContainer()
+            try c.encode(s)
+        case .array(let items):
+            var c = encoder.unkeyedContainer()
+            for item in items { try c.encode(item) }
+        case .object(let members):
+            var c = encoder.container(keyedBy: Key.self)
+            for m in members { try c.encode(m.value, forKey: Key(stringValue: m.key)) }
+        }
+    }
+
+    public init(from decoder: any Decoder) throws {
+        if let keyed = try? decoder.container(keyedBy: Key.self) {
+            self = .object(try keyed.allKeys.map { ($0.stringValue, try keyed.decode(JSONValue.self, forKey: $0)) })
+            return
+        }
+        if var unkeyed = try? decoder.unkeyedContainer() {
+            var items: [JSONValue] = []
+            while !unkeyed.isAtEnd { items.append(try unkeyed.decode(JSONValue.self)) }
+            self = .array(items)
+            return
+        }
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() { self = .null }
+        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
+        else if let i = try? c.decode(Int64.self) { self = .number(Double(i), literal: String(i)) }
+        else if let d = try? c.decode(Double.self) { self = .number(d, literal: String(d)) }
+        else { self = .string(try c.decode(String.self)) }
+    }
+}

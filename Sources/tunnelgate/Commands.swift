@@ -331,9 +331,24 @@ extension CommandLine {
                          + "IPv6 \(r.ipv6Routes.included) included, \(r.ipv6Routes.excluded) excluded; \(r.rules) rules")
         }
         if r.killSwitch { lines.append("  kill switch: on (nftables table inet tunnelgate-\(r.name)); nothing leaves but the tunnel, the carriers and loopback") }
+        if case .object(let members)? = r.runtime {
+            func text(_ key: String) -> String? {
+                if case .string(let v)? = members.first(where: { $0.key == key })?.value { return v }
+                return nil
+            }
+            var line = "  runtime: \(text("state") ?? "state unknown")"
+            if let i = text("interface") { line += " (interface \(i))" }
+            if let e = text("error") { line += ": \(e)" }
+            lines.append(line + "; its whole status: `tunnelgate status \(r.name) --json`, .runtime")
+        }
         if let c = r.counters {
             lines.append("  packets from host: \(c.packetsFromHost) (\(c.bytesFromHost) bytes), to host: \(c.packetsToHost) (\(c.bytesToHost) bytes)")
-            lines.append("  dropped: \(c.droppedNoRuntime) no runtime, \(c.droppedNotIP) not IP, \(c.droppedOverMTU) over MTU")
+            lines.append("  dropped: \(c.droppedNoRuntime) no runtime, \(c.droppedNotIP) not IP, \(c.droppedOverMTU) over MTU, "
+                         + "\(c.droppedMalformed) malformed from the runtime, \(c.droppedRefused) refused by it, "
+                         + "\(c.droppedWriteFailed) not taken by the TUN")
+            if c.queueFull > 0 || c.retries > 0 {
+                lines.append("  backpressure: \(c.queueFull) QUEUE_FULL answers, \(c.retries) packets sent again (none dropped for it)")
+            }
             if c.repairs > 0 { lines.append("  repaired \(c.repairs) time\(c.repairs == 1 ? "" : "s") after outside changes; last: \(c.lastRepair ?? "")") }
         }
         return lines.joined(separator: "\n")

@@ -37,4 +37,22 @@ final class JSONParserTests: XCTestCase {
         }
         XCTAssertEqual(JSONValue.quoted("\u{01}"), "\"\\u0001\"")
     }
+
+    /// A parsed document embedded in a Codable report comes out as the same JSON: integers stay integers
+    /// (a 64-bit counter keeps its digits). JSONEncoder does not keep key order; with .sortedKeys, as the
+    /// status report is encoded, the keys come out sorted.
+    func testEncodesAsTheJSONItIs() throws {
+        let text = #"{"state":"ready","interface":null,"bytes":18446744073709551615,"ratio":0.5,"peers":[{"up":true}]}"#
+        let sorted = #"{"bytes":18446744073709551615,"interface":null,"peers":[{"up":true}],"ratio":0.5,"state":"ready"}"#
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let encoded = String(decoding: try encoder.encode(try parse(text)), as: UTF8.self)
+        XCTAssertEqual(encoded, sorted)
+        XCTAssertTrue(encoded.contains("18446744073709551615"), encoded)
+        let decoded = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+        guard case .object(let members) = decoded else { return XCTFail("not an object: \(decoded)") }
+        XCTAssertEqual(Set(members.map(\.key)), ["state", "interface", "bytes", "ratio", "peers"])
+        XCTAssertEqual(members.first { $0.key == "interface" }?.value, .null)
+        XCTAssertEqual(members.first { $0.key == "peers" }?.value, .array([.object([(key: "up", value: .bool(true))])]))
+    }
 }

@@ -88,6 +88,12 @@ for path in callback fd callback-single; do
   [ "$path" != fd ] && wait_for "[$path] the host's counters are published" 3 bash -c \
     "ip netns exec $NS_C $TG status tga --json | jq -e '.counters.packetsFromHost >= $sent' >/dev/null"
   host=$(ip netns exec "$NS_C" "$TG" status tga --json | jq -c '.counters | {packetsFromHost, handOffs, handOffSeconds}')
+  # The runtime's own status, live (published every second, not only on state changes): its counters
+  # have caught up with what the stats message said.
+  wait_for "[$path] status --json carries the runtime's live status (state, interface, packetsIn >= $sent)" 3 bash -c \
+    "ip netns exec $NS_C $TG status tga --json | jq -e '.runtime.state == \"ready\" and (.runtime.interface | type) == \"string\" and .runtime.packetsIn >= $sent' >/dev/null"
+  run ip netns exec "$NS_C" "$TG" status tga
+  check_match "[$path] status (text) names the runtime's state and interface" '  runtime: ready \(interface [^)]+\)' "$TG_OUT"
   case $path in
   callback)
     check_match "[$path] up says the packets go in through packet_in_batch" 'callback path, packet_in_batch\)' "$up_out"
@@ -137,8 +143,12 @@ table inet cut {
 }
 EOT
 wait_for "with the carrier cut, status goes reasserting" 5 bash -c "ip netns exec $NS_C $TG status tga --json | jq -e '.status == \"reasserting\"' >/dev/null"
+check "... and the runtime's own state in it is reconnecting" \
+  bash -c "ip netns exec $NS_C $TG status tga --json | jq -e '.runtime.state == \"reconnecting\"' >/dev/null"
 ip netns exec "$NS_R" nft delete table inet cut
 wait_for "with the carrier back, status is connected again" 5 bash -c "ip netns exec $NS_C $TG status tga --json | jq -e '.status == \"connected\"' >/dev/null"
+wait_for "... and the runtime's own state is ready again" 3 bash -c \
+  "ip netns exec $NS_C $TG status tga --json | jq -e '.runtime.state == \"ready\"' >/dev/null"
 check_ping "traffic resumes after the carrier is back" "$NS_C" 10.60.0.2
 check "status --watch printed the transitions as JSON lines" \
   bash -c "grep -q '\"status\":\"reasserting\"' $TG_TMP/watch && grep -c '\"status\":\"connected\"' $TG_TMP/watch | grep -q '^[2-9]'"
