@@ -163,6 +163,14 @@ extension CommandLine {
                 throw fail(error.description + cleanup)
             }
         }
+        // The control socket is part of the tunnel (status, stop, message): without it, `up` fails and
+        // leaves nothing behind. A stale socket of a crashed owner is replaced; a live one is refused.
+        let control: ControlServer
+        do { control = try ControlServer(gateway: gateway, name: name) } catch {
+            host?.stop()
+            let cleanup = (try? tunnel.stop()) == nil ? "\n(removing the tunnel failed too: run `tunnelgate down \(name)`)" : ""
+            throw fail("cannot create the control socket \(gateway.state.controlPath(name)): \(error)" + cleanup)
+        }
         let summary = "\(name): connected (table \(tunnel.plan.slot.table), "
             + "\(tunnel.plan.routes(interfaceIndex: nil).count) routes, \(tunnel.plan.rules.count) rules"
             + (host.map { ", \($0.summary)" } ?? "") + ")"
@@ -175,11 +183,6 @@ extension CommandLine {
         }
         let monitor = try? gateway.makeMonitor()
         if monitor == nil { printError("tunnelgate: warning: cannot watch for outside changes; they will not be repaired") }
-        let control: ControlServer?
-        do { control = try ControlServer(gateway: gateway, name: name) } catch {
-            control = nil
-            printError("tunnelgate: warning: no control socket: \(error)")
-        }
         var failure: String?
         switch RuntimeLoop(tunnel: tunnel, host: host, initialState: runtimeState)
             .run(signals: signals, monitor: monitor, control: control, log: { printError("tunnelgate: \($0)") }) {

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/epoll.h>
 
 /// Opens /dev/net/tun and attaches an IFF_TUN | IFF_NO_PI interface named
 /// `name` (created if absent). Returns the fd, or -1 with errno set.
