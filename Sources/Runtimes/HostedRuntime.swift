@@ -86,7 +86,9 @@ extension HostedRuntime {
         while true {
             let state = try status()
             if state.phase == .failed { throw RuntimeError("the runtime failed while starting: \(state.error ?? "no message")") }
-            if state.phase == .ready, state.interface != nil { return state }
+            // Started once it has an interface, as MEHS's contract says; one already reconnecting (its
+            // carrier not answering yet) takes packets too, and the tunnel starts out reasserting.
+            if state.phase == .ready || state.phase == .reconnecting, state.interface != nil { return state }
             if state.phase == .stopped { throw RuntimeError("the runtime stopped while starting") }
             if ProcessControl.monotonicSeconds() > deadline {
                 throw RuntimeError("the runtime did not become ready within \(Int(timeout)) s (state \(state.phase.rawValue))")

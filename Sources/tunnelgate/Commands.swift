@@ -155,7 +155,7 @@ extension CommandLine {
                 host.attach(to: tunnel.plan)
                 try host.start(tun: tunnel.tun.descriptor, mtu: tunnel.plan.mtu)
                 runtimeState = try host.waitUntilReady(timeout: host.startTimeout) { false }
-                tunnel.publish(status: .connected, runtimeStatus: runtimeState?.json)
+                tunnel.publish(status: runtimeState?.tunnelStatus ?? .connected, runtimeStatus: runtimeState?.json)
             } catch {
                 // A runtime that does not start leaves nothing behind.
                 host.stop()
@@ -171,7 +171,7 @@ extension CommandLine {
             let cleanup = (try? tunnel.stop()) == nil ? "\n(removing the tunnel failed too: run `tunnelgate down \(name)`)" : ""
             throw fail("cannot create the control socket \(gateway.state.controlPath(name)): \(error)" + cleanup)
         }
-        let summary = "\(name): connected (table \(tunnel.plan.slot.table), "
+        let summary = "\(name): \(runtimeState?.tunnelStatus.rawValue ?? "connected") (table \(tunnel.plan.slot.table), "
             + "\(tunnel.plan.routes(interfaceIndex: nil).count) routes, \(tunnel.plan.rules.count) rules"
             + (host.map { ", \($0.summary)" } ?? "") + ")"
         if let ready {
