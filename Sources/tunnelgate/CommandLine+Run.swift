@@ -39,7 +39,7 @@ enum Command: String, CaseIterable {
         case .plan: "Print the kernel changes `up` would make. Changes nothing."
         case .up: "Apply a configuration, verify it, and keep the tunnel up."
         case .down: "Stop a tunnel and remove everything it created (also after a crash)."
-        case .status: "Show tunnels of this network namespace: state, interface, routes, counters."
+        case .status: "Show tunnels of this network namespace: state, interface, routes, counters, the runtime's own status."
         case .message: "Send DATA to the tunnel's runtime (app_message) and print its reply."
         case .help: "Show help for a subcommand."
         }
