@@ -25,6 +25,41 @@
 
 #define ER_EXPORT __attribute__((visibility("default")))
 
+/*
+ * Names and result codes. The default build exports the ABI's six tunnelgate_runtime_* functions with the
+ * header's codes, and MEHS's four names as aliases with the same codes (Sources/MEHSClient binds those).
+ *
+ * Built with -DER_ABI_VARIANT_MEHS, the same source is a runtime with its own names and codes, as an
+ * existing binary would be: it exports MEHS's four names only (no tunnelgate_runtime_*, no batch call; MEHS
+ * has none), its app_message under a name of its own (MEHS's guide documents none), and answers with the
+ * codes below. A host binds it through the configuration's "symbols" and "resultCodes"
+ * (netns/tests/runtime-binding.sh builds and hosts it; docs/runtime-abi.md). Inside, everything works in
+ * the header's codes; ER_ABI_CODE translates them where they leave the library.
+ */
+#ifdef ER_ABI_VARIANT_MEHS
+#define ER_ABI_EXPORT ER_HIDDEN
+#define ER_VARIANT_OK                0
+#define ER_VARIANT_QUEUE_FULL       11
+#define ER_VARIANT_INVALID_STATE    12
+#define ER_VARIANT_INVALID_ARGUMENT 13
+#define ER_VARIANT_BUFFER_TOO_SMALL 14
+#define ER_VARIANT_FAILED           15
+static int32_t er_variant_code(int32_t rc) {
+    switch (rc) {
+    case TUNNELGATE_RUNTIME_OK: return ER_VARIANT_OK;
+    case TUNNELGATE_RUNTIME_QUEUE_FULL: return ER_VARIANT_QUEUE_FULL;
+    case TUNNELGATE_RUNTIME_INVALID_STATE: return ER_VARIANT_INVALID_STATE;
+    case TUNNELGATE_RUNTIME_INVALID_ARGUMENT: return ER_VARIANT_INVALID_ARGUMENT;
+    case TUNNELGATE_RUNTIME_BUFFER_TOO_SMALL: return ER_VARIANT_BUFFER_TOO_SMALL;
+    default: return ER_VARIANT_FAILED;
+    }
+}
+#define ER_ABI_CODE(rc) er_variant_code(rc)
+#else
+#define ER_ABI_EXPORT ER_EXPORT
+#define ER_ABI_CODE(rc) (rc)
+#endif
+
 static pthread_rwlock_t registry_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 static er_runtime *registry; /* live runtimes, under registry_lock */
 
@@ -240,7 +275,7 @@ static int32_t start_runtime(const char *args_json, const char *secret, tunnelga
     return TUNNELGATE_RUNTIME_OK;
 }
 
-ER_EXPORT int32_t tunnelgate_runtime_start(const char *args_json, const char *secret,
+ER_ABI_EXPORT int32_t tunnelgate_runtime_start(const char *args_json, const char *secret,
                                            tunnelgate_runtime_writer writer, void *context, void **handle,
                                            char *error, size_t error_capacity, size_t *error_len) {
     char message[512];
@@ -275,7 +310,7 @@ static int32_t packet_in(er_runtime *rt, const uint8_t *packet, size_t len) {
     return TUNNELGATE_RUNTIME_OK;
 }
 
-ER_EXPORT int32_t tunnelgate_runtime_packet_in(void *handle, const uint8_t *packet, size_t len) {
+ER_ABI_EXPORT int32_t tunnelgate_runtime_packet_in(void *handle, const uint8_t *packet, size_t len) {
     if (handle == NULL) return TUNNELGATE_RUNTIME_INVALID_ARGUMENT;
     pthread_rwlock_rdlock(&registry_lock);
     er_runtime *rt = registry_find(handle);
@@ -316,7 +351,7 @@ static int32_t packet_in_batch(er_runtime *rt, const uint8_t *const *packets, co
     return TUNNELGATE_RUNTIME_OK;
 }
 
-ER_EXPORT int32_t tunnelgate_runtime_packet_in_batch(void *handle, const uint8_t *const *packets,
+ER_ABI_EXPORT int32_t tunnelgate_runtime_packet_in_batch(void *handle, const uint8_t *const *packets,
                                                      const size_t *lengths, size_t count, size_t *accepted) {
     if (accepted != NULL) *accepted = 0;
     if (handle == NULL || accepted == NULL || (count > 0 && (packets == NULL || lengths == NULL)))
@@ -382,7 +417,7 @@ static void status_text(const void *handle, er_text *t) {
     pthread_rwlock_unlock(&registry_lock);
 }
 
-ER_EXPORT int32_t tunnelgate_runtime_status(void *handle, char *json, size_t capacity, size_t *json_len) {
+ER_ABI_EXPORT int32_t tunnelgate_runtime_status(void *handle, char *json, size_t capacity, size_t *json_len) {
     if (handle == NULL || json_len == NULL || (json == NULL && capacity > 0))
         return TUNNELGATE_RUNTIME_INVALID_ARGUMENT;
     char buf[ER_STATUS_MAX];
@@ -410,7 +445,7 @@ static int32_t reply_with(const void *data1, size_t len1, const void *data2, siz
     return TUNNELGATE_RUNTIME_OK;
 }
 
-ER_EXPORT int32_t tunnelgate_runtime_app_message(void *handle, const uint8_t *bytes, size_t len, uint8_t *reply,
+ER_ABI_EXPORT int32_t tunnelgate_runtime_app_message(void *handle, const uint8_t *bytes, size_t len, uint8_t *reply,
                                                  size_t reply_capacity, size_t *reply_len) {
     if (handle == NULL || reply_len == NULL || (bytes == NULL && len > 0) || (reply == NULL && reply_capacity > 0))
         return TUNNELGATE_RUNTIME_INVALID_ARGUMENT;
@@ -457,7 +492,7 @@ ER_EXPORT int32_t tunnelgate_runtime_app_message(void *handle, const uint8_t *by
 
 /* ---- stop --------------------------------------------------------------------------------------- */
 
-ER_EXPORT void tunnelgate_runtime_stop(void *handle) {
+ER_ABI_EXPORT void tunnelgate_runtime_stop(void *handle) {
     if (handle == NULL) return;
     pthread_rwlock_wrlock(&registry_lock);
     er_runtime *rt = registry_find(handle);
@@ -474,23 +509,33 @@ ER_EXPORT void tunnelgate_runtime_stop(void *handle) {
 
 /* ---- MEHS's names (bind with "symbols"; see docs/runtime-abi.md) ------------------------------------ */
 
-/* MEHS's contract has no batch call: under these names a host sends packets in one at a time. */
+/* MEHS's contract has no batch call: under these names a host sends packets in one at a time. The codes
+   are the header's, or the variant's (ER_ABI_VARIANT_MEHS, above). */
 
 ER_EXPORT int32_t mehs_ios_runtime_start(const char *args_json, const char *secret,
                                          tunnelgate_runtime_writer writer, void *context, void **handle,
                                          char *error, size_t error_capacity, size_t *error_len) {
-    return tunnelgate_runtime_start(args_json, secret, writer, context, handle, error, error_capacity, error_len);
+    return ER_ABI_CODE(
+        tunnelgate_runtime_start(args_json, secret, writer, context, handle, error, error_capacity, error_len));
 }
 
 ER_EXPORT int32_t mehs_ios_runtime_packet_in(void *handle, const uint8_t *packet, size_t len) {
-    return tunnelgate_runtime_packet_in(handle, packet, len);
+    return ER_ABI_CODE(tunnelgate_runtime_packet_in(handle, packet, len));
 }
 
 ER_EXPORT int32_t mehs_runtime_status(void *handle, char *json, size_t capacity, size_t *json_len) {
-    return tunnelgate_runtime_status(handle, json, capacity, json_len);
+    return ER_ABI_CODE(tunnelgate_runtime_status(handle, json, capacity, json_len));
 }
 
 ER_EXPORT void mehs_runtime_stop(void *handle) { tunnelgate_runtime_stop(handle); }
+
+#ifdef ER_ABI_VARIANT_MEHS
+/* Not a MEHS name (MEHS has no app_message): the variant's own, so a host binds it with "appMessage". */
+ER_EXPORT int32_t mehs_example_app_message(void *handle, const uint8_t *bytes, size_t len, uint8_t *reply,
+                                           size_t reply_capacity, size_t *reply_len) {
+    return ER_ABI_CODE(tunnelgate_runtime_app_message(handle, bytes, len, reply, reply_capacity, reply_len));
+}
+#endif
 
 /* The ABI's function types, checked against the definitions above. */
 static const tunnelgate_runtime_start_fn check_start __attribute__((unused)) = tunnelgate_runtime_start;
@@ -506,3 +551,7 @@ static const tunnelgate_runtime_packet_in_fn check_mehs_packet_in __attribute__(
     mehs_ios_runtime_packet_in;
 static const tunnelgate_runtime_status_fn check_mehs_status __attribute__((unused)) = mehs_runtime_status;
 static const tunnelgate_runtime_stop_fn check_mehs_stop __attribute__((unused)) = mehs_runtime_stop;
+#ifdef ER_ABI_VARIANT_MEHS
+static const tunnelgate_runtime_app_message_fn check_mehs_app_message __attribute__((unused)) =
+    mehs_example_app_message;
+#endif

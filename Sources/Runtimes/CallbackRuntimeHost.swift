@@ -43,6 +43,10 @@ public final class CallbackRuntimeHost: HostedRuntime {
     private var handle: UnsafeMutableRawPointer?
     private var writer: TunWriter?
     private var stopped = false
+    /// The first code outside `codes` that packet_in or packet_in_batch returned. The packet is refused
+    /// (counted), and the next status poll fails the tunnel with this: the host cannot know what such a
+    /// code meant (a full queue under the runtime's own numbering would otherwise become a silent drop).
+    private var unknownPacketCode: (call: String, code: Int32)?
 
     /// Loads the library, binds its symbols and reads the secret: every
     /// check that can fail before the kernel is touched.
@@ -87,6 +91,10 @@ public final class CallbackRuntimeHost: HostedRuntime {
     /// The runtime's status.
     public func status() throws(RuntimeError) -> RuntimeState {
         guard let handle else { throw RuntimeError("the runtime is not running") }
+        if let unknown = unknownPacketCode {
+            throw RuntimeError("\(unknown.call) returned \(unknown.code), which is none of the result codes configured for this runtime "
+                               + "(\(knownCodes)); declare the runtime's own values in runtime.resultCodes")
+        }
         var capacity = 4096
         while true {
             var buffer = [CChar](repeating: 0, count: capacity)
@@ -135,6 +143,7 @@ public final class CallbackRuntimeHost: HostedRuntime {
         let rc = packetIn(handle, packet, len)
         if rc == codes.ok { return .accepted }
         if rc == codes.queueFull || rc == codes.invalidState { return .retryLater }
+        noteIfUnknown(rc, from: "packet_in")
         return .refused
     }
 
@@ -151,6 +160,7 @@ public final class CallbackRuntimeHost: HostedRuntime {
         let taken = min(max(accepted, 0), count)
         if taken == count { return BatchDelivery(accepted: count, next: .accepted) }
         if rc == codes.queueFull || rc == codes.invalidState { return BatchDelivery(accepted: taken, next: .retryLater) }
+        noteIfUnknown(rc, from: "packet_in_batch")
         return BatchDelivery(accepted: taken, next: .refused)
     }
 
@@ -184,7 +194,21 @@ public final class CallbackRuntimeHost: HostedRuntime {
         case codes.invalidArgument: "INVALID_ARGUMENT"
         case codes.bufferTooSmall: "BUFFER_TOO_SMALL"
         case codes.failed: "FAILED"
-        default: "code \(rc)"
+        default: "code \(rc), not one of runtime.resultCodes (\(knownCodes))"
+        }
+    }
+
+    /// The configured codes, as the configuration names them: "ok 0, queueFull 1, …".
+    var knownCodes: String {
+        "ok \(codes.ok), queueFull \(codes.queueFull), invalidState \(codes.invalidState), "
+            + "invalidArgument \(codes.invalidArgument), bufferTooSmall \(codes.bufferTooSmall), failed \(codes.failed)"
+    }
+
+    /// Remembers the first packet call that answered with a code outside `codes`.
+    private func noteIfUnknown(_ rc: Int32, from call: String) {
+        switch rc {
+        case codes.ok, codes.queueFull, codes.invalidState, codes.invalidArgument, codes.bufferTooSmall, codes.failed: return
+        default: if unknownPacketCode == nil { unknownPacketCode = (call, rc) }
         }
     }
 

@@ -445,6 +445,11 @@ struct SettingsReader {
         var settings = CallbackRuntimeSettings(library: library)
         if let entry = m["symbols"], let sm = members(entry.0, entry.1, allowed: ["start", "packetIn", "packetInBatch", "status", "stop", "appMessage"]) {
             func symbol(_ key: String) -> String? {
+                // null is "none", which only the optional two (handled below before this) can be.
+                if let (value, p) = sm[key], value == .null {
+                    problem(p, "null, but \(key) is required; only the optional appMessage and packetInBatch may be null (none)")
+                    return nil
+                }
                 guard let text = string(sm[key]) else { return nil }
                 if text.isEmpty || !text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) {
                     problem("\(entry.1).\(key)", "\(quoted(text)) is not a C symbol name")
@@ -480,18 +485,27 @@ struct SettingsReader {
                                                                                    "invalidArgument", "bufferTooSmall", "failed"]) {
             func code(_ key: String) -> Int32? {
                 guard let n = integer(rm[key]) else { return nil }
-                guard let v = Int32(exactly: n) else { problem("\(entry.1).\(key)", "\(n) is not a 32-bit value"); return nil }
+                guard let v = Int32(exactly: n) else {
+                    problem("\(entry.1).\(key)", "\(n) is outside int32_t, the type the runtime returns (\(Int32.min)…\(Int32.max))")
+                    return nil
+                }
                 return v
             }
-            if let v = code("ok") { settings.resultCodes.ok = v }
-            if let v = code("queueFull") { settings.resultCodes.queueFull = v }
-            if let v = code("invalidState") { settings.resultCodes.invalidState = v }
-            if let v = code("invalidArgument") { settings.resultCodes.invalidArgument = v }
-            if let v = code("bufferTooSmall") { settings.resultCodes.bufferTooSmall = v }
-            if let v = code("failed") { settings.resultCodes.failed = v }
+            let keys: [(String, WritableKeyPath<CallbackRuntimeSettings.ResultCodes, Int32>)] =
+                [("ok", \.ok), ("queueFull", \.queueFull), ("invalidState", \.invalidState),
+                 ("invalidArgument", \.invalidArgument), ("bufferTooSmall", \.bufferTooSmall), ("failed", \.failed)]
+            var configured: Set<String> = []
+            for (key, field) in keys {
+                if let v = code(key) { settings.resultCodes[keyPath: field] = v; configured.insert(key) }
+            }
+            // Every code needs a value of its own, or the host could not tell them apart. A configured value may
+            // also collide with a default the configuration left in place.
             let c = settings.resultCodes
-            if Set([c.ok, c.queueFull, c.invalidState, c.invalidArgument, c.bufferTooSmall, c.failed]).count != 6 {
-                problem(entry.1, "two result codes have the same value")
+            for (j, (key, field)) in keys.enumerated() {
+                guard let (other, _) = keys[..<j].first(where: { c[keyPath: $0.1] == c[keyPath: field] }) else { continue }
+                let (at, with) = configured.contains(key) ? (key, other) : (other, key)
+                problem("\(entry.1).\(at)", "\(c[keyPath: field]) is also \(with)'s value"
+                        + (configured.contains(with) ? "" : " (its default)") + "; every code needs a value of its own")
             }
         }
         if let n = integer(m["startTimeoutSeconds"]) {
