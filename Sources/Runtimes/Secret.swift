@@ -15,7 +15,12 @@ public final class RuntimeSecret {
             guard let value = getenv(name) else {
                 throw RuntimeError("runtime.secretEnvironment: the environment has no variable \(name)")
             }
-            let secret = RuntimeSecret(Array(UnsafeBufferPointer(start: value, count: strlen(value) + 1)))
+            let length = strlen(value)
+            let secret = RuntimeSecret(Array(UnsafeBufferPointer(start: value, count: length + 1)))
+            // Gone from this process's environment: not inherited by anything the runtime spawns, and,
+            // overwritten where it was, no longer in /proc/PID/environ.
+            explicit_bzero(value, length)
+            unsetenv(name)
             return secret
         case .file(let path):
             var st = stat()
@@ -29,7 +34,7 @@ public final class RuntimeSecret {
             guard st.st_uid == geteuid() else {
                 throw RuntimeError("runtime.secretFile: \(path) belongs to uid \(st.st_uid), not to uid \(geteuid()) that runs tunnelgate")
             }
-            let content: [UInt8]
+            var content: [UInt8]
             do {
                 guard let c = try FileSystem.read(path) else { throw RuntimeError("runtime.secretFile: \(path) does not exist") }
                 content = c
@@ -37,15 +42,29 @@ public final class RuntimeSecret {
                 throw RuntimeError("runtime.secretFile: cannot read \(path): \(error)")
             }
             var text = content
+            // The buffers the file was read through are wiped too, whatever happens next.
+            defer {
+                Self.wipe(&content)
+                Self.wipe(&text)
+            }
             while let last = text.last, last == 0x0a || last == 0x0d { text.removeLast() }
             guard !text.isEmpty, !text.contains(0) else {
                 throw RuntimeError("runtime.secretFile: \(path) is empty or not text")
             }
-            return RuntimeSecret(text.map { CChar(bitPattern: $0) } + [0])
+            // Sized once: a growing array would free an unwiped buffer holding the secret.
+            var copy: [CChar] = []
+            copy.reserveCapacity(text.count + 1)
+            for b in text { copy.append(CChar(bitPattern: b)) }
+            copy.append(0)
+            return RuntimeSecret(copy)
         }
     }
 
     private init(_ bytes: [CChar]) { self.bytes = bytes }
+
+    private static func wipe(_ buffer: inout [UInt8]) {
+        buffer.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } }
+    }
 
     /// `text` with every occurrence of the secret replaced by "[secret]"
     /// (what a runtime says may quote it). Works on bytes, so the secret is
