@@ -24,7 +24,7 @@ public final class Monitor {
     init(gateway: Gateway) throws(SystemCallError) {
         self.gateway = gateway
         let open = { () throws(SystemCallError) -> (NetlinkSocket, NftablesSocket?) in
-            (try NetlinkSocket(monitoring: NetlinkSocket.linkRuleAndRouteGroups), try? NftablesSocket(monitoring: true))
+            (try NetlinkSocket(monitoring: NetlinkSocket.linkAddressRuleAndRouteGroups), try? NftablesSocket(monitoring: true))
         }
         if let namespace = gateway.isolatedNamespace {
             do { (routeEvents, firewallEvents) = try namespace.perform(open) } catch {
