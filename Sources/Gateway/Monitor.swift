@@ -103,8 +103,8 @@ public final class Monitor {
 
     /// Runs a due carrier check: looks up the path to every carrier endpoint
     /// of the plan and updates `carrierPathGone`. Returns one line for each
-    /// endpoint whose path went, came back or moved to another link (none
-    /// when nothing changed).
+    /// endpoint whose path went, came back or moved to another link, and at
+    /// least one whenever `carrierPathGone` changed (none when nothing did).
     public func runDueCarrierCheck(tunnel: ActiveTunnel) -> [String] {
         guard let due = carrierCheckDue, ProcessControl.monotonicSeconds() >= due else { return [] }
         carrierCheckDue = nil
@@ -139,7 +139,12 @@ public final class Monitor {
         let gone = CarrierPath.allGone(plan.carrierAddresses.compactMap { paths[$0] })
         if gone != carrierPathGone {
             carrierPathGone = gone
-            if gone, plan.carrierAddresses.count > 1 { lines.append("no carrier endpoint has a path") }
+            if gone, plan.carrierAddresses.count > 1 || lines.isEmpty {
+                lines.append("no carrier endpoint has a path")
+            } else if lines.isEmpty {
+                // The endpoints themselves changed (new settings applied): the verdict did too.
+                lines.append(plan.carrierAddresses.isEmpty ? "no carrier endpoints any more" : "a carrier path is there")
+            }
         }
         return lines
     }

@@ -178,10 +178,13 @@ public final class RuntimeLoop {
                     counters.lastRepair = monitor.lastRepair
                     publish()
                 }
+                // Lines come with every change of an endpoint's path, so with every change of the verdict.
                 let carrier = monitor.runDueCarrierCheck(tunnel: tunnel)
-                for line in carrier { log(line) }
-                let combined = status(runtime: lastState?.tunnelStatus ?? .connected)
-                if combined != tunnel.record.status { tunnel.publish(status: combined) }
+                if !carrier.isEmpty {
+                    for line in carrier { log(line) }
+                    let combined = status(runtime: lastState?.tunnelStatus ?? .connected)
+                    if combined != tunnel.record.status { tunnel.publish(status: combined) }
+                }
             }
             let after = ProcessControl.monotonicSeconds()
             if let host, after >= nextStatusPoll {
