@@ -3,7 +3,8 @@ import LinuxSystem
 import Glibc
 import TunnelgateSettings
 
-private func payload<Header>(_ nlh: UnsafeMutablePointer<nlmsghdr>, _: Header.Type) -> (Header, UnsafeMutableRawPointer, Int) {
+/// A message's fixed header, and where its attributes start and how long they are.
+func messagePayload<Header>(_ nlh: UnsafeMutablePointer<nlmsghdr>, _: Header.Type) -> (Header, UnsafeMutableRawPointer, Int) {
     let base = mnl_nlmsg_get_payload(nlh)!
     let header = base.loadUnaligned(as: Header.self)
     let aligned = (MemoryLayout<Header>.size + 3) & ~3
@@ -11,7 +12,8 @@ private func payload<Header>(_ nlh: UnsafeMutablePointer<nlmsghdr>, _: Header.Ty
     return (header, base + aligned, length)
 }
 
-private func address(_ data: UnsafeMutableRawPointer, _ length: Int) -> IPAddress? {
+/// An attribute holding an IPv4 or IPv6 address.
+func attributeAddress(_ data: UnsafeMutableRawPointer, _ length: Int) -> IPAddress? {
     let bytes = UnsafeRawBufferPointer(start: data, count: length)
     switch length {
     case 4: return .v4(IPv4Address(bytes: bytes))
@@ -30,30 +32,56 @@ extension NetlinkSocket {
                      ifi.ifi_family = UInt8(AF_UNSPEC)
                      mnl_nlmsg_put_extra_header(nlh, MemoryLayout<ifinfomsg>.size)!.storeBytes(of: ifi, as: ifinfomsg.self)
                  }) { nlh in
-            guard nlh.pointee.nlmsg_type == UInt16(RTM_NEWLINK) else { return }
-            let (ifi, attrs, length) = payload(nlh, ifinfomsg.self)
-            var link = LinkInfo(index: ifi.ifi_index, name: "", mtu: 0, flags: ifi.ifi_flags, kind: nil, statistics: nil)
-            forEachAttribute(in: attrs, length: length) { type, data, len in
-                switch type {
-                case u16(IFLA_IFNAME): link.name = String(cString: data.assumingMemoryBound(to: CChar.self))
-                case u16(IFLA_MTU): link.mtu = data.loadUnaligned(as: UInt32.self)
-                case u16(IFLA_STATS64) where len >= MemoryLayout<rtnl_link_stats64>.size:
-                    let s = data.loadUnaligned(as: rtnl_link_stats64.self)
-                    link.statistics = LinkStatistics(rxPackets: s.rx_packets, txPackets: s.tx_packets,
-                                                     rxBytes: s.rx_bytes, txBytes: s.tx_bytes,
-                                                     rxDropped: s.rx_dropped, txDropped: s.tx_dropped)
-                case u16(IFLA_LINKINFO):
-                    forEachAttribute(in: data, length: len) { t, d, _ in
-                        if t == u16(IFLA_INFO_KIND) {
-                            link.kind = String(cString: d.assumingMemoryBound(to: CChar.self))
-                        }
-                    }
-                default: break
-                }
-            }
-            out.append(link)
+            if let link = Self.parseLink(nlh) { out.append(link) }
         }
         return out
+    }
+
+    /// One link, asked for by index (no dump); nil when there is none.
+    /// Equivalent to: `ip -s -d link show dev DEV`.
+    public func link(index: Int32) throws(NetlinkError) -> LinkInfo? {
+        var found: LinkInfo?
+        do {
+            try get(type: Int32(RTM_GETLINK), operation: "ip link show dev if\(index)",
+                    header: { nlh in
+                        var ifi = ifinfomsg()
+                        ifi.ifi_family = UInt8(AF_UNSPEC)
+                        ifi.ifi_index = index
+                        mnl_nlmsg_put_extra_header(nlh, MemoryLayout<ifinfomsg>.size)!.storeBytes(of: ifi, as: ifinfomsg.self)
+                    }) { nlh in
+                if let link = Self.parseLink(nlh), link.index == index { found = link }
+            }
+        } catch {
+            if error.errno == .noSuchDevice { return nil }
+            throw error
+        }
+        return found
+    }
+
+    /// A link from an RTM_NEWLINK message.
+    private static func parseLink(_ nlh: UnsafeMutablePointer<nlmsghdr>) -> LinkInfo? {
+        guard nlh.pointee.nlmsg_type == UInt16(RTM_NEWLINK) else { return nil }
+        let (ifi, attrs, length) = messagePayload(nlh, ifinfomsg.self)
+        var link = LinkInfo(index: ifi.ifi_index, name: "", mtu: 0, flags: ifi.ifi_flags, kind: nil, statistics: nil)
+        forEachAttribute(in: attrs, length: length) { type, data, len in
+            switch type {
+            case u16(IFLA_IFNAME): link.name = String(cString: data.assumingMemoryBound(to: CChar.self))
+            case u16(IFLA_MTU): link.mtu = data.loadUnaligned(as: UInt32.self)
+            case u16(IFLA_STATS64) where len >= MemoryLayout<rtnl_link_stats64>.size:
+                let s = data.loadUnaligned(as: rtnl_link_stats64.self)
+                link.statistics = LinkStatistics(rxPackets: s.rx_packets, txPackets: s.tx_packets,
+                                                 rxBytes: s.rx_bytes, txBytes: s.tx_bytes,
+                                                 rxDropped: s.rx_dropped, txDropped: s.tx_dropped)
+            case u16(IFLA_LINKINFO):
+                forEachAttribute(in: data, length: len) { t, d, _ in
+                    if t == u16(IFLA_INFO_KIND) {
+                        link.kind = String(cString: d.assumingMemoryBound(to: CChar.self))
+                    }
+                }
+            default: break
+            }
+        }
+        return link
     }
 
     public func link(named name: String) throws(NetlinkError) -> LinkInfo? {
@@ -71,12 +99,12 @@ extension NetlinkSocket {
                      mnl_nlmsg_put_extra_header(nlh, MemoryLayout<ifaddrmsg>.size)!.storeBytes(of: ifa, as: ifaddrmsg.self)
                  }) { nlh in
             guard nlh.pointee.nlmsg_type == UInt16(RTM_NEWADDR) else { return }
-            let (ifa, attrs, length) = payload(nlh, ifaddrmsg.self)
+            let (ifa, attrs, length) = messagePayload(nlh, ifaddrmsg.self)
             guard Int32(bitPattern: ifa.ifa_index) == interfaceIndex else { return }
             var local: IPAddress?, addr: IPAddress?
             forEachAttribute(in: attrs, length: length) { type, data, len in
-                if type == u16(IFA_LOCAL) { local = address(data, len) }
-                if type == u16(IFA_ADDRESS) { addr = address(data, len) }
+                if type == u16(IFA_LOCAL) { local = attributeAddress(data, len) }
+                if type == u16(IFA_ADDRESS) { addr = attributeAddress(data, len) }
             }
             if let a = local ?? addr, let prefix = IPPrefix(address: a, length: Int(ifa.ifa_prefixlen)) {
                 out.append(AddressInfo(interfaceIndex: interfaceIndex, prefix: prefix))
@@ -97,16 +125,16 @@ extension NetlinkSocket {
                      mnl_attr_put_u32(nlh, u16(RTA_TABLE), table)
                  }) { nlh in
             guard nlh.pointee.nlmsg_type == UInt16(RTM_NEWROUTE) else { return }
-            let (rtm, attrs, length) = payload(nlh, rtmsg.self)
+            let (rtm, attrs, length) = messagePayload(nlh, rtmsg.self)
             guard let type = RouteType(rawValue: rtm.rtm_type) else { return }
             var routeTable = UInt32(rtm.rtm_table)
             var dst: IPAddress?, oif: Int32?, gateway: IPAddress?
             forEachAttribute(in: attrs, length: length) { t, data, len in
                 switch t {
                 case u16(RTA_TABLE): routeTable = data.loadUnaligned(as: UInt32.self)
-                case u16(RTA_DST): dst = address(data, len)
+                case u16(RTA_DST): dst = attributeAddress(data, len)
                 case u16(RTA_OIF): oif = data.loadUnaligned(as: Int32.self)
-                case u16(RTA_GATEWAY): gateway = address(data, len)
+                case u16(RTA_GATEWAY): gateway = attributeAddress(data, len)
                 default: break
                 }
             }
@@ -131,7 +159,7 @@ extension NetlinkSocket {
                      mnl_nlmsg_put_extra_header(nlh, MemoryLayout<fib_rule_hdr>.size)!.storeBytes(of: frh, as: fib_rule_hdr.self)
                  }) { nlh in
             guard nlh.pointee.nlmsg_type == UInt16(RTM_NEWRULE) else { return }
-            let (frh, attrs, length) = payload(nlh, fib_rule_hdr.self)
+            let (frh, attrs, length) = messagePayload(nlh, fib_rule_hdr.self)
             guard IPFamily(addressFamily: frh.family) == family else { return }
             var spec = RuleSpec(family: family, priority: 0, table: UInt32(frh.table),
                                 invert: frh.flags & UInt32(FIB_RULE_INVERT) != 0, protocolID: 0)

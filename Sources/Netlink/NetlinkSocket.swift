@@ -20,9 +20,10 @@ public final class NetlinkSocket {
     private let receiveBuffer: UnsafeMutableRawPointer
     private let receiveCapacity = 1 << 18
 
-    /// Changes to links, rules and routes, for `NetlinkSocket(monitoring:)`.
-    public static let linkRuleAndRouteGroups: [UInt32] = [
-        UInt32(RTNLGRP_LINK.rawValue), UInt32(RTNLGRP_IPV4_RULE.rawValue), UInt32(RTNLGRP_IPV6_RULE.rawValue),
+    /// Changes to links, addresses, rules and routes, for `NetlinkSocket(monitoring:)`.
+    public static let linkAddressRuleAndRouteGroups: [UInt32] = [
+        UInt32(RTNLGRP_LINK.rawValue), UInt32(RTNLGRP_IPV4_IFADDR.rawValue), UInt32(RTNLGRP_IPV6_IFADDR.rawValue),
+        UInt32(RTNLGRP_IPV4_RULE.rawValue), UInt32(RTNLGRP_IPV6_RULE.rawValue),
         UInt32(RTNLGRP_IPV4_ROUTE.rawValue), UInt32(RTNLGRP_IPV6_ROUTE.rawValue),
     ]
 
@@ -170,9 +171,25 @@ public final class NetlinkSocket {
     func dump(type: Int32, operation: String,
               header: (UnsafeMutablePointer<nlmsghdr>) -> Void,
               _ body: (UnsafeMutablePointer<nlmsghdr>) -> Void) throws(NetlinkError) {
+        try exchange(type: type, flags: NLM_F_REQUEST | NLM_F_DUMP, operation: operation, header: header, body)
+    }
+
+    /// Sends one get request for a single object (RTM_GETROUTE with a
+    /// destination, RTM_GETLINK with an index) and calls `body` with the
+    /// answer. NLM_F_ACK makes the kernel end a successful answer with an
+    /// ack, as a dump ends with NLMSG_DONE.
+    func get(type: Int32, operation: String,
+             header: (UnsafeMutablePointer<nlmsghdr>) -> Void,
+             _ body: (UnsafeMutablePointer<nlmsghdr>) -> Void) throws(NetlinkError) {
+        try exchange(type: type, flags: NLM_F_REQUEST | NLM_F_ACK, operation: operation, header: header, body)
+    }
+
+    private func exchange(type: Int32, flags: Int32, operation: String,
+                          header: (UnsafeMutablePointer<nlmsghdr>) -> Void,
+                          _ body: (UnsafeMutablePointer<nlmsghdr>) -> Void) throws(NetlinkError) {
         let nlh = mnl_nlmsg_put_header(sendBuffer)!
         nlh.pointee.nlmsg_type = UInt16(type)
-        nlh.pointee.nlmsg_flags = UInt16(NLM_F_REQUEST | NLM_F_DUMP)
+        nlh.pointee.nlmsg_flags = UInt16(flags)
         let seq = nextSequence()
         nlh.pointee.nlmsg_seq = seq
         header(nlh)

@@ -162,6 +162,10 @@ public struct LinkInfo: Sendable, Hashable {
     public var statistics: LinkStatistics?
 
     public var isUp: Bool { flags & 0x1 != 0 }          // IFF_UP
+    /// IFF_LOWER_UP: the driver signals carrier (a veth whose peer is down has none).
+    public var hasCarrier: Bool { flags & 0x1_0000 != 0 }
+    /// IFF_RUNNING: operationally up (RFC 2863 OPER_UP, or UNKNOWN for devices that do not say).
+    public var isRunning: Bool { flags & 0x40 != 0 }
 }
 
 /// IFLA_STATS64, the counters shown by `ip -s link`.

@@ -75,6 +75,11 @@ public final class RuntimeLoop {
             }
         }
 
+        /// NEVPNStatus: the runtime's (connected without one), reasserting while no carrier endpoint has a path.
+        func status(runtime: TunnelStatus) -> TunnelStatus {
+            CarrierPath.tunnelStatus(runtime: runtime, carrierPathGone: monitor?.carrierPathGone ?? false)
+        }
+
         /// Whether the host sends this packet in at all; when not, it is dropped and counted here.
         func passesHostChecks(_ i: Int) -> Bool {
             let version = packets[i]![0] >> 4
@@ -173,6 +178,13 @@ public final class RuntimeLoop {
                     counters.lastRepair = monitor.lastRepair
                     publish()
                 }
+                // Lines come with every change of an endpoint's path, so with every change of the verdict.
+                let carrier = monitor.runDueCarrierCheck(tunnel: tunnel)
+                if !carrier.isEmpty {
+                    for line in carrier { log(line) }
+                    let combined = status(runtime: lastState?.tunnelStatus ?? .connected)
+                    if combined != tunnel.record.status { tunnel.publish(status: combined) }
+                }
             }
             let after = ProcessControl.monotonicSeconds()
             if let host, after >= nextStatusPoll {
@@ -181,7 +193,7 @@ public final class RuntimeLoop {
                     let state = try host.status()
                     if state.phase != lastState?.phase || state.interface != lastState?.interface {
                         log("runtime: \(state.phase.rawValue)\(state.error.map { ": \($0)" } ?? "")")
-                        tunnel.publish(status: state.tunnelStatus, runtimeStatus: state.json)
+                        tunnel.publish(status: status(runtime: state.tunnelStatus), runtimeStatus: state.json)
                     }
                     lastState = state
                     if state.phase == .failed { publish(); return .runtimeFailed(state.error ?? "the runtime reported failed") }

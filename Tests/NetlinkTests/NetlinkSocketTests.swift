@@ -1,3 +1,4 @@
+import Glibc
 import TunnelgateTestSupport
 import LinuxSystem
 import Netlink
@@ -111,6 +112,64 @@ final class NetlinkSocketTests: XCTestCase {
             try Self.expect(try nl.routes(family: .ipv4, table: 200).count == 5000, "5000 routes in table 200")
             try nl.execute(routes.map { .deleteRoute($0) })
             try Self.expect(try nl.routes(family: .ipv4, table: 200).isEmpty, "table 200 empty again")
+        }
+    }
+
+    func testRouteLookupCarriesTheMarkThroughThePolicyRules() {
+        inPrivateNetworkNamespace {
+            let nl = try NetlinkSocket()
+            let lo = try Self.loopback(nl)
+            let carrier4 = IPAddress("198.18.0.10")!, carrier6 = IPAddress("2001:db8::10")!
+            // Nothing routes there: refused with ENETUNREACH, in ip(8) words.
+            do {
+                _ = try nl.lookupRoute(to: carrier4, mark: 0x1d24)
+                throw Expectation(description: "a lookup without any route succeeded")
+            } catch let error as NetlinkError {
+                try Self.expect(error.errno == Errno(rawValue: ENETUNREACH), "ENETUNREACH: \(error)")
+                try Self.expect(error.description.hasPrefix("ip -4 route get 198.18.0.10 mark 0x1d24 ipproto udp: Network is unreachable (101)"),
+                                "readable error: \(error)")
+            }
+            let before = try nl.rules(family: .ipv4) + nl.rules(family: .ipv6)
+            // Only packets carrying the mark look up table 100, which has the routes.
+            let routes = [RouteSpec(destination: IPPrefix("198.18.0.0/15")!, table: 100, outputInterface: lo.index),
+                          RouteSpec(destination: IPPrefix("2001:db8::/32")!, table: 100, outputInterface: lo.index)]
+            let rules = IPFamily.allCases.map { RuleSpec(family: $0, priority: 100, table: 100, fwmark: 0x1d24, fwmask: 0xffff_ffff) }
+            try nl.execute(routes.map { .addRoute($0) } + rules.map { .addRule($0) })
+            for carrier in [carrier4, carrier6] {
+                let found = try nl.lookupRoute(to: carrier, mark: 0x1d24)
+                try Self.expect(found.kind == .unicast && found.outputInterface == lo.index && found.table == 100
+                                && found.destination == carrier, "\(carrier) with the mark: dev lo table 100, got \(found)")
+                do {
+                    _ = try nl.lookupRoute(to: carrier)
+                    throw Expectation(description: "\(carrier) without the mark found a route")
+                } catch let error as NetlinkError {
+                    try Self.expect(error.errno == Errno(rawValue: ENETUNREACH), "\(carrier) without the mark: ENETUNREACH, got \(error)")
+                }
+            }
+            // A throw route ends the lookup in table 100; main has nothing either.
+            let thrown = RouteSpec(destination: IPPrefix("198.18.0.10/32")!, type: .throw, table: 100)
+            try nl.execute([.addRoute(thrown)])
+            do {
+                _ = try nl.lookupRoute(to: carrier4, mark: 0x1d24)
+                throw Expectation(description: "a thrown lookup found a route")
+            } catch let error as NetlinkError {
+                try Self.expect(error.errno == Errno(rawValue: ENETUNREACH), "thrown: ENETUNREACH, got \(error)")
+            }
+            try nl.execute([.deleteRoute(thrown)] + rules.map { .deleteRule($0) } + routes.map { .deleteRoute($0) })
+            try Self.expect(try nl.rules(family: .ipv4) + nl.rules(family: .ipv6) == before, "rules back to the first list")
+            try Self.expect(try nl.routes(family: .ipv4, table: 100).isEmpty && nl.routes(family: .ipv6, table: 100).isEmpty,
+                            "table 100 empty again")
+        }
+    }
+
+    func testLinkByIndex() {
+        inPrivateNetworkNamespace {
+            let nl = try NetlinkSocket()
+            let lo = try Self.loopback(nl)
+            let found = try nl.link(index: lo.index)
+            try Self.expect(found?.name == "lo" && found?.isUp == true && found?.hasCarrier == true && found?.isRunning == true,
+                            "lo by index: up, carrier, running: \(String(describing: found))")
+            try Self.expect(try nl.link(index: 4242) == nil, "no link 4242: nil")
         }
     }
 }
