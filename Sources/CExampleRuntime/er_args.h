@@ -55,6 +55,8 @@ typedef struct {
     uint32_t direct_send;         /* packet_in_batch calls of at most this many packets are sealed and sent on the
                                      caller's thread while the sender is idle; 0: never */
     const char *fail_start;       /* points into the er_arglist; NULL unless --fail-start */
+    uint32_t start_delay_ms;      /* test hook: stay "starting" this long after start */
+    const char *note;             /* test hook: points into the er_arglist; status shows it as "note" */
 } er_config;
 
 /*

@@ -344,6 +344,13 @@ void *er_sender_main(void *arg) {
         {.fd = rt->tun_fd, .events = POLLIN | POLLRDHUP},
     };
     nfds_t nfds = fd_path ? 3 : 2;
+    if (rt->start_delay_ms > 0) {
+        /* Test hook (--start-delay-ms): a slow start, cut short by stop; silence counts from its end. */
+        int64_t until = er_now_ms() + rt->start_delay_ms;
+        for (int64_t left; (left = until - er_now_ms()) > 0;)
+            if (poll(fds, 1, (int)left) > 0) break;
+        atomic_store_explicit(&rt->last_rx_ms, er_now_ms(), memory_order_relaxed);
+    }
     thread_up(rt);
     for (;;) {
         int r = poll(fds, nfds, keepalive_timeout(rt));

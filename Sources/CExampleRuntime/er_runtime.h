@@ -90,6 +90,7 @@ typedef struct er_runtime {
     _Atomic int threads_up;
     pthread_mutex_t fail_lock;
     char error[256];         /* written once, before state becomes ER_FAILED */
+    char note[256];          /* test hook (--note): shown in status as "note" when not empty */
 
     /* Immutable after start. */
     uint32_t mtu, silence_ms, keepalive_ms;
@@ -99,6 +100,7 @@ typedef struct er_runtime {
     int tun_fd;              /* -1: callback packet path; not owned (the host closes it) */
     uint32_t direct_send;    /* --direct-send N: packet_in_batch calls of at most N packets may be sealed and
                                 sent on the caller's thread */
+    uint32_t start_delay_ms; /* test hook (--start-delay-ms): the sender comes up this much later */
     tunnelgate_runtime_writer writer;
     void *context;
     uint8_t *key;            /* sodium_malloc'd: locked, guarded, zeroed and freed by stop */

@@ -200,8 +200,10 @@ static int32_t start_runtime(const char *args_json, const char *secret, tunnelga
         er_arglist_free(&args);
         return TUNNELGATE_RUNTIME_FAILED;
     }
-    er_arglist_free(&args); /* nothing in cfg points into it past fail_start */
-    cfg.fail_start = NULL;
+    char note[sizeof(((er_runtime *)0)->note)] = "";
+    if (cfg.note != NULL) er_copy_message(note, sizeof(note), NULL, cfg.note);
+    er_arglist_free(&args); /* nothing in cfg points into it past fail_start and note */
+    cfg.fail_start = cfg.note = NULL;
 
     if (secret == NULL || secret[0] == '\0') {
         er_text_puts(err, "the secret is empty; the example runtime derives its key from it (secretFile)");
@@ -232,6 +234,8 @@ static int32_t start_runtime(const char *args_json, const char *secret, tunnelga
     rt->keepalive_ms = cfg.keepalive_ms;
     rt->tun_fd = cfg.tun_fd;
     rt->direct_send = cfg.direct_send;
+    rt->start_delay_ms = cfg.start_delay_ms;
+    memcpy(rt->note, note, sizeof(rt->note));
     rt->writer = cfg.tun_fd < 0 ? writer : NULL;
     rt->context = context;
     rt->has_peer = cfg.has_peer;
@@ -365,8 +369,9 @@ ER_ABI_EXPORT int32_t tunnelgate_runtime_packet_in_batch(void *handle, const uin
 
 /* ---- status ------------------------------------------------------------------------------------- */
 
-/* Big enough for any status: the error is at most 255 bytes (x6 escaped), the rest is bounded. */
-#define ER_STATUS_MAX 4096
+/* Big enough for any status: the error and the note are at most 255 bytes each (x6 escaped), the rest is
+   bounded. */
+#define ER_STATUS_MAX 8192
 
 static void format_status(er_runtime *rt, er_text *t) {
     int state = atomic_load_explicit(&rt->state, memory_order_acquire);
@@ -386,6 +391,10 @@ static void format_status(er_runtime *rt, er_text *t) {
     if (state == ER_FAILED) {
         er_text_puts(t, ",\"error\":");
         er_text_json_string(t, rt->error, strlen(rt->error));
+    }
+    if (rt->note[0] != '\0') {
+        er_text_puts(t, ",\"note\":");
+        er_text_json_string(t, rt->note, strlen(rt->note));
     }
     er_text_printf(t, ",\"packetPath\":\"%s\",\"mtu\":%u,\"local\":\"", rt->tun_fd >= 0 ? "fd" : "callback",
                    rt->mtu);
@@ -483,6 +492,14 @@ ER_ABI_EXPORT int32_t tunnelgate_runtime_app_message(void *handle, const uint8_t
         char text[32];
         int n = snprintf(text, sizeof(text), "accepted %zu of 4", accepted);
         rc = reply_with(text, (size_t)n, NULL, 0, reply, reply_capacity, reply_len);
+    } else if (len > 5 && memcmp(bytes, "fail ", 5) == 0) {
+        /* Test hook: the runtime fails as if its carrier broke for good, with the rest as its error. */
+        char error[sizeof(rt->error)];
+        size_t n = len - 5 < sizeof(error) - 1 ? len - 5 : sizeof(error) - 1;
+        memcpy(error, bytes + 5, n);
+        error[n] = '\0';
+        er_runtime_fail(rt, error);
+        rc = reply_with("failing", 7, NULL, 0, reply, reply_capacity, reply_len);
     } else {
         rc = reply_with("echo: ", 6, bytes, len, reply, reply_capacity, reply_len);
     }

@@ -133,7 +133,8 @@ public final class CallbackRuntimeHost: HostedRuntime {
             let rc = bytes.withUnsafeBufferPointer { appMessage(handle, $0.baseAddress, $0.count, &reply, capacity, &length) }
             if rc == codes.bufferTooSmall, length > capacity, length < 1 << 20 { capacity = length; continue }
             guard rc == codes.ok else { throw RuntimeError("app_message failed (\(describe(rc)))") }
-            return Array(reply.prefix(min(length, capacity)))
+            // Scrubbed like status and errors: a reply reaches the user's terminal (`tunnelgate message`).
+            return secret.scrub(bytes: Array(reply.prefix(min(length, capacity))))
         }
     }
 

@@ -98,11 +98,7 @@ public final class RuntimeLoop {
         func deliver() {
             while pendingStart < pendingEnd {
                 guard let host else {
-                    for i in pendingStart..<pendingEnd {
-                        counters.packetsFromHost += 1
-                        counters.bytesFromHost += UInt64(lengths[i])
-                        counters.droppedNoRuntime += 1
-                    }
+                    counters.droppedNoRuntime += UInt64(pendingEnd - pendingStart)
                     break
                 }
                 let began = ProcessControl.monotonicSeconds()
@@ -110,10 +106,6 @@ public final class RuntimeLoop {
                                            count: pendingEnd - pendingStart)
                 handOffSeconds += ProcessControl.monotonicSeconds() - began
                 handOffs += 1
-                for i in pendingStart..<pendingStart + result.accepted {
-                    counters.packetsFromHost += 1
-                    counters.bytesFromHost += UInt64(lengths[i])
-                }
                 pendingStart += result.accepted
                 switch result.next {
                 case .accepted:
@@ -158,10 +150,15 @@ public final class RuntimeLoop {
             }
             if fds[0].revents & Int16(POLLIN) != 0, pendingEnd == 0 {
                 // Up to a batch of reads per wake-up; a packet the host drops leaves its slot to the next read.
+                // Every packet read is counted here, before any drop: packetsFromHost less the drops
+                // (not IP, over the MTU, refused, no runtime) is what the runtime took, so a packet lost
+                // in between would show.
                 var count = 0
                 for _ in 0..<Self.batch {
                     let n = read(tun.rawValue, slots + count * Self.slotSize, Self.slotSize)
                     if n <= 0 { break }
+                    counters.packetsFromHost += 1
+                    counters.bytesFromHost += UInt64(n)
                     lengths[count] = n
                     if passesHostChecks(count) { count += 1 }
                 }

@@ -70,9 +70,14 @@ public final class RuntimeSecret {
     /// (what a runtime says may quote it). Works on bytes, so the secret is
     /// never made into a String that could not be wiped.
     func scrub(_ text: String) -> String {
+        String(decoding: scrub(bytes: Array(text.utf8)), as: UTF8.self)
+    }
+
+    /// `input` with every occurrence of the secret's bytes replaced by "[secret]": for what a runtime
+    /// says that need not be text (an app_message reply).
+    func scrub(bytes input: [UInt8]) -> [UInt8] {
         let secret = bytes.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
-        guard secret.count >= 4 else { return text }
-        let input = Array(text.utf8)
+        guard secret.count >= 4 else { return input }
         var output: [UInt8] = []
         output.reserveCapacity(input.count)
         var i = 0
@@ -85,7 +90,7 @@ public final class RuntimeSecret {
                 i += 1
             }
         }
-        return String(decoding: output, as: UTF8.self)
+        return output
     }
 
     func withCString<T>(_ body: (UnsafePointer<CChar>) -> T) -> T {
