@@ -334,13 +334,27 @@ run ip netns exec "$NS_C" "$TG" message tga stats
 check_eq "[scrub] ... and so does the runtime's reply to a message" \
   "the server quoted [secret] back" "$(jq -r .note <<<"$TG_OUT")"
 check "[scrub] the state file holds the scrubbed note" grep -qF 'quoted [secret] back' "$(tg_state_dir "$NS_C")/tga.state"
-# (No environment check here: tga was given the secret in its environment.)
+# tga was given the secret in its environment: once read, the owner overwrites and unsets it.
+check_processes_clean "[secretEnvironment] the owner's environment no longer holds the secret" environ
 check_processes_clean "[secretEnvironment] the secret is on no command line of a live tunnelgate" cmdline
 down_pair
 config_a callback "" "" "" '"secretEnvironment": "TG_RUNTIME_SECRET"'
 run ip netns exec "$NS_C" "$TG" up "$TG_TMP/a.json" --detach
 check_rc "[secretEnvironment] without the variable: up fails" 1
 check_match "... naming it" 'runtime\.secretEnvironment: the environment has no variable TG_RUNTIME_SECRET' "$TG_ERR"
+
+# --- a runtime whose carrier does not answer yet ----------------------------------------------------------
+# tga alone (no peer), silent after 1 ms: its status says reconnecting, with its interface, from the first
+# poll on. It has started (MEHS's contract: an interface means packets may go in): up succeeds and the
+# tunnel starts out reasserting, rather than waiting for a "ready" that never comes.
+config_a callback "" ""
+sed -i 's/"--silence-ms", "600"/"--silence-ms", "1"/' "$TG_TMP/a.json"
+up_a "[no peer yet] tga"
+check_match "[no peer yet] up says the tunnel came up reasserting" 'tga: reasserting \(table' "$TG_OUT$TG_ERR"
+run ip netns exec "$NS_C" "$TG" status tga --json
+check_eq "[no peer yet] status: reasserting, the runtime reconnecting with its interface" "reasserting reconnecting example-udp" \
+  "$(jq -r '"\(.status) \(.runtime.state) \(.runtime.interface)"' <<<"$TG_OUT")"
+down "$NS_C" tga
 
 # --- a runtime that fails while running --------------------------------------------------------------------
 # `message tga fail TEXT` (a test hook) makes the runtime report failed with TEXT as its error. The log is
