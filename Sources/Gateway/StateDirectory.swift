@@ -47,6 +47,8 @@ public struct StateDirectory: Sendable {
     public func journalPath(_ name: String) -> String { "\(path)/\(name).journal" }
     public func statePath(_ name: String) -> String { "\(path)/\(name).state" }
     public func logPath(_ name: String) -> String { "\(path)/\(name).log" }
+    /// Why the tunnel's last run ended, when it failed (NE's last disconnect error); none after a clean stop.
+    public func lastErrorPath(_ name: String) -> String { "\(path)/\(name).lasterror" }
     /// The running tunnel's control socket.
     public func controlPath(_ name: String) -> String { "\(path)/\(name).sock" }
     /// Serialises slot allocation between tunnels starting at the same time.

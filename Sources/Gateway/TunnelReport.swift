@@ -46,6 +46,10 @@ public struct TunnelReport: Codable, Sendable {
     public var killSwitch: Bool = false
     /// Set when the owner died and left kernel state that `down` will remove.
     public var residue: Bool = false
+    /// While not running: why its last run ended, when that was a failure (the runtime failed, a
+    /// start or a teardown failed), as NEVPNConnection's fetchLastDisconnectError gives it. nil after
+    /// a clean stop.
+    public var lastDisconnectError: String?
 }
 
 extension Gateway {
@@ -67,6 +71,22 @@ extension Gateway {
         return TunnelRecord.read(from: state.statePath(name))?.status ?? .connecting
     }
 
+    /// Records how the tunnel's run ended: `error` for a failure, nil for a clean stop (which clears
+    /// the error of an earlier run).
+    public func recordDisconnect(_ name: String, error: String?) {
+        let path = state.lastErrorPath(name)
+        guard let error else { return FileSystem.remove(path) }
+        try? FileSystem.writeAtomically(path, Array((error + "\n").utf8))
+    }
+
+    /// The error `recordDisconnect` kept, if any.
+    public func lastDisconnectError(_ name: String) -> String? {
+        guard let bytes = try? FileSystem.read(state.lastErrorPath(name)), !bytes.isEmpty else { return nil }
+        var text = String(decoding: bytes, as: UTF8.self)
+        if text.hasSuffix("\n") { text.removeLast() }
+        return text
+    }
+
     public func report(_ name: String) throws(GatewayError) -> TunnelReport {
         var report = TunnelReport(name: name, status: .disconnected)
         let held = try system { () throws(SystemCallError) in try FileLock.isHeld(state.lockPath(name)) }
@@ -79,10 +99,10 @@ extension Gateway {
             report.dns = record?.dnsBackend
             report.counters = record?.counters
             report.runtime = record?.runtimeStatus.flatMap { try? JSONParser.parse(Array($0.utf8)) }
-        } else if journal != nil {
-            report.residue = true
         } else {
-            return report
+            report.lastDisconnectError = lastDisconnectError(name)
+            guard journal != nil else { return report }
+            report.residue = true
         }
         guard let slot = journal?.slot ?? record.map({ TunnelSlot(index: $0.slot) }) else { return report }
         report.table = slot.table

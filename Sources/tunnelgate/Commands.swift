@@ -149,6 +149,13 @@ extension CommandLine {
             throw fail(error.description)
         }
         let name = tunnel.plan.interfaceName
+        // How this run ends is kept for `status` (NE's last disconnect error): a failure's message, or
+        // nothing after a clean stop. A new run starts with none.
+        gateway.recordDisconnect(name, error: nil)
+        func ended(_ message: String) -> Failure {
+            gateway.recordDisconnect(name, error: message)
+            return fail(message)
+        }
         var runtimeState: RuntimeState?
         if let host {
             do {
@@ -160,7 +167,7 @@ extension CommandLine {
                 // A runtime that does not start leaves nothing behind.
                 host.stop()
                 let cleanup = (try? tunnel.stop()) == nil ? "\n(removing the tunnel failed too: run `tunnelgate down \(name)`)" : ""
-                throw fail(error.description + cleanup)
+                throw ended(error.description + cleanup)
             }
         }
         // The control socket is part of the tunnel (status, stop, message): without it, `up` fails and
@@ -169,7 +176,7 @@ extension CommandLine {
         do { control = try ControlServer(gateway: gateway, name: name) } catch {
             host?.stop()
             let cleanup = (try? tunnel.stop()) == nil ? "\n(removing the tunnel failed too: run `tunnelgate down \(name)`)" : ""
-            throw fail("cannot create the control socket \(gateway.state.controlPath(name)): \(error)" + cleanup)
+            throw ended("cannot create the control socket \(gateway.state.controlPath(name)): \(error)" + cleanup)
         }
         let summary = "\(name): \(runtimeState?.tunnelStatus.rawValue ?? "connected") (table \(tunnel.plan.slot.table), "
             + "\(tunnel.plan.routes(interfaceIndex: nil).count) routes, \(tunnel.plan.rules.count) rules"
@@ -193,6 +200,7 @@ extension CommandLine {
                 // Fail closed: a kill switch outlives its runtime until `down`, as after a crash.
                 host?.stop()
                 tunnel.publish(status: .disconnected)
+                gateway.recordDisconnect(name, error: "the runtime failed: \(reason)")
                 throw Failure("the runtime failed: \(reason)\nthe kill switch stays in place until `tunnelgate down \(name)`")
             }
             printError("tunnelgate: \(name): the runtime failed: \(reason); stopping")
@@ -203,10 +211,14 @@ extension CommandLine {
         do {
             try tunnel.stop()
         } catch {
+            gateway.recordDisconnect(name, error: (failure.map { "the runtime failed: \($0); then " } ?? "") + error.description)
             throw Failure(error.description)
         }
         printError("tunnelgate: \(name): disconnected, everything removed")
-        if let failure { throw Failure("the runtime failed: \(failure)") }
+        if let failure {
+            gateway.recordDisconnect(name, error: "the runtime failed: \(failure)")
+            throw Failure("the runtime failed: \(failure)")
+        }
         return ExitCode.success
     }
 
@@ -348,6 +360,7 @@ extension CommandLine {
 
     static func describe(_ r: TunnelReport) -> String {
         var lines = ["\(r.name): \(r.status.rawValue)\(r.pid.map { " (pid \($0))" } ?? "")"]
+        if let e = r.lastDisconnectError { lines.append("  last run ended with: \(e)") }
         if r.residue { lines.append("  residue of a run that did not stop cleanly; `tunnelgate down \(r.name)` removes it") }
         if let i = r.interface {
             lines.append("  interface: \(i) (index \(r.interfaceIndex ?? 0)), mtu \(r.mtu ?? 0)" + (r.namespace.map { ", in namespace \($0) (isolate mode)" } ?? ""))

@@ -374,6 +374,10 @@ check_match "[runtime fails] the host logged the runtime's error verbatim" \
 check_match "... and that it stops the tunnel for it" "the runtime failed: .*; stopping" "$log_text"
 run ip netns exec "$NS_C" "$TG" status tga --json
 check_eq "[runtime fails] without a kill switch tga is disconnected" disconnected "$(jq -r .status <<<"$TG_OUT")"
+check_eq "[runtime fails] ... and status keeps why its run ended (the last disconnect error)" \
+  "the runtime failed: $failure" "$(jq -r .lastDisconnectError <<<"$TG_OUT")"
+run ip netns exec "$NS_C" "$TG" status tga
+check_match "... also in the text form" "^  last run ended with: the runtime failed: $(tg_re "$failure" | sed 's/[()]/\\&/g')\$" "$TG_OUT"
 tg_snapshot "$NS_C" "$TG_TMP/c-failed"
 check_same_snapshot "[runtime fails] ... and C's kernel state is as before the first up" "$TG_TMP/c-before" "$TG_TMP/c-failed"
 
@@ -388,8 +392,8 @@ check_match "[runtime fails, kill switch] the log has the runtime's error verbat
 # shellcheck disable=SC2016 # the backquotes are the message's own
 check_match "... until down" 'the kill switch stays in place until `tunnelgate down tga`' "$log_text"
 run ip netns exec "$NS_C" "$TG" status tga --json
-check "[runtime fails, kill switch] status: disconnected, residue, kill switch still on" \
-  jq -e '.status == "disconnected" and .residue and .killSwitch' <<<"$TG_OUT"
+check "[runtime fails, kill switch] status: disconnected, residue, kill switch still on, and why" \
+  jq -e --arg why "the runtime failed: $failure" '.status == "disconnected" and .residue and .killSwitch and .lastDisconnectError == $why' <<<"$TG_OUT"
 check_fails "... and nothing leaves C outside the tunnel (a ping to $INCLUDED4)" \
   ip netns exec "$NS_C" ping -n -c 1 -W 1 "$INCLUDED4"
 run ip netns exec "$NS_C" "$TG" down tga
@@ -407,6 +411,13 @@ config_a callback ', "--fail-start", "the server refused the secret '"$SECRET"'"
 run ip netns exec "$NS_C" "$TG" up "$TG_TMP/a.json" --detach
 check_rc "a runtime that quotes the secret in its start error: up fails" 1
 check_match "... with the secret replaced in the error" 'the server refused the secret \[secret\]' "$TG_ERR"
+run ip netns exec "$NS_C" "$TG" status tga --json
+check_match "... and in the last disconnect error that status keeps" '"lastDisconnectError".*the server refused the secret \[secret\]' "$TG_OUT"
+config_a callback "" ""
+up_a "[clean run] tga"
+down "$NS_C" tga
+run ip netns exec "$NS_C" "$TG" status tga --json
+check_eq "[clean run] after a clean stop there is no last disconnect error" null "$(jq -r .lastDisconnectError <<<"$TG_OUT")"
 config_a callback "" ', "symbols": {"start": "no_such_start"}'
 run ip netns exec "$NS_C" "$TG" up "$TG_TMP/a.json" --detach
 check_rc "a missing symbol: up fails" 1
