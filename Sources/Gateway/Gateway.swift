@@ -390,7 +390,19 @@ public final class Gateway {
     /// kernel holds none of it. `tun`, when given, is closed after its
     /// interface is deleted. Returns false when there was nothing to remove.
     @discardableResult
-    public func teardown(name: String, tun: TunDevice?, keepFirewall: Bool = false) throws(GatewayError) -> Bool {
+    public func teardown(name: String, tun: TunDevice?, keepFirewall: Bool = false,
+                         keepRecord: Bool = false) throws(GatewayError) -> Bool {
+        /// The state file goes; with `keepRecord` (the owner stopping) it stays, saying disconnected,
+        /// until the owner has released the name (ActiveTunnel.stop removes it then): `status` never
+        /// sees the name held without a record, which reads as a tunnel starting.
+        func finishRecord() {
+            if keepRecord, var record = TunnelRecord.read(from: state.statePath(name)), record.pid == ProcessControl.id {
+                record.status = .disconnected
+                try? record.write(to: state.statePath(name))
+            } else {
+                FileSystem.remove(state.statePath(name))
+            }
+        }
         let journal: JournalContents?
         do { journal = try Journal.read(path: state.journalPath(name)) } catch { throw .system(error) }
         guard let journal else {
@@ -400,7 +412,7 @@ public final class Gateway {
                 guard problems.isEmpty else { throw .residue(name: name, problems) }
                 return true
             }
-            FileSystem.remove(state.statePath(name))
+            finishRecord()
             return false
         }
         if var record = TunnelRecord.read(from: state.statePath(name)), record.pid == ProcessControl.id {
@@ -487,7 +499,7 @@ public final class Gateway {
         }
         guard failures.isEmpty else { throw .residue(name: name, failures) }
         FileSystem.remove(state.journalPath(name))
-        FileSystem.remove(state.statePath(name))
+        finishRecord()
         FileSystem.remove(state.logPath(name))
         return true
     }
@@ -591,13 +603,21 @@ public final class ActiveTunnel {
     public func stop() throws(GatewayError) {
         guard !stopped else { return }
         stopped = true
-        defer { lock.releaseAndRemove() }
+        defer {
+            lock.releaseAndRemove()
+            // Only once the name is free: until then the record said disconnected (teardown's keepRecord).
+            let path = gateway.state.statePath(plan.interfaceName)
+            if let left = TunnelRecord.read(from: path), left.pid == ProcessControl.id, left.status == .disconnected {
+                FileSystem.remove(path)
+            }
+        }
         try? dns?.forwarder?.stop()
-        try gateway.teardown(name: plan.interfaceName, tun: tun)
+        try gateway.teardown(name: plan.interfaceName, tun: tun, keepRecord: true)
     }
 
     /// Publishes counters (and the runtime's status JSON) in the state file for `status`.
     public func publish(counters: PacketCounters, runtimeStatus: String? = nil) {
+        guard !stopped else { return }  // the record is gone with the name
         record.counters = counters
         if let runtimeStatus { record.runtimeStatus = runtimeStatus }
         try? record.write(to: gateway.state.statePath(plan.interfaceName))
@@ -605,6 +625,7 @@ public final class ActiveTunnel {
 
     /// Publishes a lifecycle transition (and the runtime's status JSON).
     public func publish(status: TunnelStatus, runtimeStatus: String? = nil) {
+        guard !stopped else { return }
         record.status = status
         if let runtimeStatus { record.runtimeStatus = runtimeStatus }
         try? record.write(to: gateway.state.statePath(plan.interfaceName))

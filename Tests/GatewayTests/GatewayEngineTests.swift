@@ -1,8 +1,10 @@
+import Foundation
 import Gateway
 import Glibc
 import LinuxSystem
 import Netlink
 import TunnelgateSettings
+import Synchronization
 import XCTest
 
 struct Fixed: HostResolver {
@@ -59,6 +61,34 @@ final class GatewayEngineTests: XCTestCase {
             try tunnel.stop()
             try expect(try KernelSnapshot(gateway.netlink) == before, "kernel state identical after down")
             try expect(!FileSystem.exists(gateway.state.journalPath("tgtest0")), "journal removed after down")
+        }
+    }
+
+    /// While the owner stops, `status` goes connected → disconnecting → disconnected and never reads
+    /// connecting (the name still held with no record, as a tunnel starting looks).
+    func testStatusNeverReadsConnectingWhileStopping() {
+        inPrivateNetworkNamespace {
+            let gateway = try Gateway()
+            let tunnel = try gateway.up(try Self.settings(v6: false), resolver: Fixed(), configPath: nil)
+            tunnel.publish(status: .connected)
+            let seen = Mutex<[TunnelStatus]>([])
+            nonisolated(unsafe) let observer = gateway
+            let poller = Thread {
+                // Bounded: stops at disconnected, or after 200,000 reads.
+                for _ in 0..<200_000 {
+                    guard let s = try? observer.status(of: "tgtest0") else { continue }
+                    seen.withLock { if $0.last != s { $0.append(s) } }
+                    if s == .disconnected { return }
+                }
+            }
+            poller.start()
+            while seen.withLock({ $0.isEmpty }) { usleep(100) }
+            tunnel.publish(status: .disconnecting)
+            try tunnel.stop()
+            while !poller.isFinished { usleep(1000) }
+            let sequence = seen.withLock { $0 }
+            try expect(sequence == [.connected, .disconnecting, .disconnected], "status while stopping: \(sequence)")
+            try expect(!FileSystem.exists(gateway.state.statePath("tgtest0")), "the record is gone once the name is free")
         }
     }
 
