@@ -1041,6 +1041,39 @@ out:
 }
 
 /* fd path: a SOCK_SEQPACKET socketpair stands in for the TUN descriptor. */
+/* Before the runtime is ready (here held in "starting" by --start-delay-ms, a test hook), status has no
+ * interface and packet_in and packet_in_batch answer INVALID_STATE, taking nothing; once it is ready they
+ * take packets. */
+static void test_invalid_state_while_starting(void) {
+    sink sa;
+    sink_init(&sa);
+    unsigned pa = free_port(), pb = free_port();
+    void *a = start_ok("A (--start-delay-ms 400)", &sa, secret, "--bind", addr(pa), "--peer", addr(pb),
+                       "--start-delay-ms", "400", NULL);
+    batch_buf *buf = calloc(1, sizeof(*buf));
+    if (a == NULL || buf == NULL) goto out;
+    status_buf st;
+    const char *json = status_of(a, &st);
+    check(state_is(a, "starting") && strstr(json, "\"interface\":null") != NULL,
+          "while starting: state starting, interface null (%s)", json);
+    uint8_t pkt[120];
+    make_packet(pkt, sizeof(pkt), 0);
+    check(lib.packet_in(a, pkt, sizeof(pkt)) == TUNNELGATE_RUNTIME_INVALID_STATE, "packet_in while starting is INVALID_STATE");
+    batch_fill(buf, 0, 4);
+    size_t accepted = 99;
+    int32_t rc = lib.packet_in_batch(a, buf->packets, buf->lengths, 4, &accepted);
+    check(rc == TUNNELGATE_RUNTIME_INVALID_STATE && accepted == 0,
+          "packet_in_batch while starting is INVALID_STATE, nothing taken (rc %d, accepted %zu)", rc, accepted);
+    check(WAIT_FOR(state_is(a, "ready") || state_is(a, "reconnecting")), "after the delay it has started");
+    check(field_is(a, "interface", "example-udp"), "... with its interface");
+    check(lib.packet_in(a, pkt, sizeof(pkt)) == TUNNELGATE_RUNTIME_OK, "... and packet_in takes packets");
+out:
+    free(buf);
+    if (a != NULL) lib.stop(a);
+    atomic_store(&sa.closed, true);
+    sink_free(&sa);
+}
+
 static void test_fd_path(void) {
     sink sh;
     sink_init(&sh);
@@ -1243,6 +1276,7 @@ int main(int argc, char **argv) {
         test_wrong_secret();
         test_garbage_and_wire_format();
         test_reconnect_and_stop();
+        test_invalid_state_while_starting();
         test_fd_path();
         test_stop_under_load();
         test_start_stop_cycles();
