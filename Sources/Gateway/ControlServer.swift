@@ -37,6 +37,8 @@ public final class ControlServer {
     let name: String
     /// In order of arrival.
     private var pending: [Pending] = []
+    /// The socket file this server bound (device and inode), so that it removes only its own.
+    private let boundFile: (dev: UInt64, ino: UInt64)?
 
     public init(gateway: Gateway, name: String) throws(GatewayError) {
         self.gateway = gateway
@@ -53,6 +55,7 @@ public final class ControlServer {
         } catch {
             throw .system(error)
         }
+        boundFile = Self.identity(of: path)
         watch(listener)
     }
 
@@ -60,7 +63,14 @@ public final class ControlServer {
         for p in pending { p.fd.close() }
         listener.close()
         epoll.close()
-        FileSystem.remove(path)
+        // A server made later for the same name (settings applied again) may have replaced the file.
+        if let mine = boundFile, let now = Self.identity(of: path), now == mine { FileSystem.remove(path) }
+    }
+
+    private static func identity(of path: String) -> (dev: UInt64, ino: UInt64)? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        return (UInt64(st.st_dev), UInt64(st.st_ino))
     }
 
     /// Readable when a connection is waiting to be accepted or a client sent bytes.
