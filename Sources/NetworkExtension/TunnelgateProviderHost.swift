@@ -14,7 +14,8 @@ import TunnelgateSettings
 ///
 /// While settings are applied it watches them as `tunnelgate up`'s owner
 /// does (`Monitor`): what others change of the tunnel's kernel state is
-/// repaired.
+/// repaired, and the tunnel is reasserting while no carrier endpoint has a
+/// path, whatever the provider's own `reasserting` says.
 ///
 /// Create it before anything starts threads: init blocks the termination
 /// signals for the whole process and reads them from a signalfd.
@@ -32,9 +33,11 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
     /// The control socket (NAME.sock) while settings are applied: status, stop,
     /// and app messages for handleAppMessage (NETunnelProviderSession.sendProviderMessage).
     private var control: ControlServer?
-    /// Watches the applied settings (`active`) for outside changes: made with
+    /// Watches the applied settings (`active`) for outside changes and the carrier path: made with
     /// each new ActiveTunnel, kept across an in-place re-apply, dropped when the settings are removed.
     private var monitor: Monitor?
+    /// What the provider last set its `reasserting` to.
+    private var providerReasserting = false
     private var started = false
     private(set) var status: NEVPNStatus = .disconnected
     private weak var provider: NEPacketTunnelProvider?
@@ -103,8 +106,12 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
                     _ = removeSettings()
                     return 1
                 }
-                engineQueue.sync { started = true; setStatusLocked(.connected) }
-                log("startTunnel completed: connected")
+                let now = engineQueue.sync { () -> NEVPNStatus in
+                    started = true
+                    setStatusLocked(connectedStatusLocked())
+                    return status
+                }
+                log("startTunnel completed: \(now == .reasserting ? "reasserting" : "connected")")
             }
         }
     }
@@ -171,15 +178,19 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
             if failure == nil, control == nil, let gateway, let active {
                 control = try? ControlServer(gateway: gateway, name: active.plan.interfaceName)
             }
+            // New settings may mean another monitor (a path until its first check) or none (removed).
+            settleStatusLocked()
             let result = failure
             providerQueue.async { completionHandler(result) }
         }
     }
 
+    /// Synchronous: when the provider's `reasserting = …` returns, the status it implies is published
+    /// (engineQueue never waits for the provider, so this cannot deadlock).
     func reassertingChanged(_ reasserting: Bool, for provider: NEPacketTunnelProvider) {
-        engineQueue.async { [self] in
-            guard started, status == .connected || status == .reasserting else { return }
-            setStatusLocked(reasserting ? .reasserting : .connected)
+        engineQueue.sync { [self] in
+            providerReasserting = reasserting
+            settleStatusLocked()
         }
     }
 
@@ -219,11 +230,11 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
     }
 
     /// One turn of the monitor, as `tunnelgate up`'s loop runs it: drains its notifications, runs a due
-    /// repair (counted in the state file for `tunnelgate status`, then logged) and a due carrier check
-    /// (its lines logged; the status does not follow it yet). On engineQueue, so it never runs while
-    /// setTunnelNetworkSettings changes the same kernel state or the plan it compares with, and the
-    /// engine's netlink socket has one user at a time. A monitor replaced or dropped since the poll
-    /// began is left alone: its tunnel is gone.
+    /// repair (counted in the state file for `tunnelgate status`, and logged) and a due carrier check (the
+    /// status follows the verdict; each line logged). What a turn publishes is in the state file before
+    /// its line is in the log. On engineQueue, so it never runs while setTunnelNetworkSettings changes
+    /// the same kernel state or the plan it compares with, and the engine's netlink socket has one user
+    /// at a time. A monitor replaced or dropped since the poll began is left alone: its tunnel is gone.
     private func watchLocked(_ watched: Monitor, notified: Bool) {
         guard watched === monitor, let active else { return }
         if notified { watched.notificationsArrived() }
@@ -235,7 +246,27 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
             active.publish(counters: counters)
             log("repaired after an outside change: \(repaired.joined(separator: "; "))")
         }
-        for line in watched.runDueCarrierCheck(tunnel: active) { log(line) }
+        // Lines come with every change of an endpoint's path, so with every change of the verdict.
+        let carrier = watched.runDueCarrierCheck(tunnel: active)
+        if !carrier.isEmpty {
+            settleStatusLocked()
+            for line in carrier { log(line) }
+        }
+    }
+
+    /// The status of a started tunnel: reasserting while the provider says so OR no carrier endpoint
+    /// has a path (`CarrierPath.tunnelStatus`, the provider's view standing for a runtime's), else
+    /// connected. The provider's own `reasserting` property is left as the provider set it.
+    private func connectedStatusLocked() -> NEVPNStatus {
+        let combined = CarrierPath.tunnelStatus(runtime: providerReasserting ? .reasserting : .connected,
+                                                carrierPathGone: monitor?.carrierPathGone ?? false)
+        return combined == .reasserting ? .reasserting : .connected
+    }
+
+    /// Moves a started, connected or reasserting tunnel to `connectedStatusLocked()`.
+    private func settleStatusLocked() {
+        guard started, status == .connected || status == .reasserting else { return }
+        setStatusLocked(connectedStatusLocked())
     }
 
     private func setStatus(_ s: NEVPNStatus) { engineQueue.sync { setStatusLocked(s) } }
