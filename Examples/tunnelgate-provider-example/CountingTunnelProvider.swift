@@ -66,9 +66,18 @@ final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable 
     }
 
     /// "reapply": setTunnelNetworkSettings again while running (MTU 1280, one more
-    /// excluded route); anything else: the packet count.
+    /// excluded route); "reasserting on" / "reasserting off" sets `reasserting`, and
+    /// "reasserting" alone reads it ("reasserting true|false"); anything else: the
+    /// packet count.
     override func handleAppMessage(_ messageData: Data, completionHandler: ((Data?) -> Void)?) {
-        guard messageData == Data("reapply".utf8) else {
+        let text = String(decoding: messageData, as: UTF8.self)
+        if text.hasPrefix("reasserting") {
+            if text == "reasserting on" { reasserting = true }
+            if text == "reasserting off" { reasserting = false }
+            completionHandler?(Data("reasserting \(reasserting)".utf8))
+            return
+        }
+        guard text == "reapply" else {
             completionHandler?(Data("received \(received)".utf8))
             return
         }

@@ -1,13 +1,13 @@
 import Foundation
 import NetworkExtension
 
-// tunnelgate-provider-example [--provider counting|seed] [--name IFNAME] [--carrier ENDPOINT]...
+// tunnelgate-provider-example [--provider counting|seed] [--name IFNAME] [--carrier ENDPOINT]... [--include-all-networks]
 //
 // Runs one NEPacketTunnelProvider in this network namespace until SIGTERM/SIGINT
 // (or `tunnelgate down IFNAME`), then calls its stopTunnel once and removes
 // everything. Exit status 0 after a clean stop, 1 when start or teardown failed.
 
-let usage = "usage: tunnelgate-provider-example [--provider counting|seed] [--name IFNAME] [--carrier ENDPOINT]..."
+let usage = "usage: tunnelgate-provider-example [--provider counting|seed] [--name IFNAME] [--carrier ENDPOINT]... [--include-all-networks]"
 var providerName = "counting"
 var configuration = TunnelgateHostConfiguration()
 var arguments = CommandLine.arguments.dropFirst()
@@ -16,6 +16,7 @@ while let argument = arguments.popFirst() {
     case "--provider": providerName = arguments.popFirst() ?? ""
     case "--name": configuration.interfaceName = arguments.popFirst() ?? ""
     case "--carrier": configuration.carrierEndpoints.append(arguments.popFirst() ?? "")
+    case "--include-all-networks": configuration.includeAllNetworks = true  // the kill switch
     case "-h", "--help": print(usage); exit(0)
     default:
         FileHandle.standardError.write(Data("Error: unknown argument '\(argument)'\n\(usage)\n".utf8))

@@ -12,6 +12,11 @@ import TunnelgateSettings
 /// SIGTERM/SIGINT/SIGHUP calls stopTunnel(with: .userInitiated) exactly once,
 /// then removes everything.
 ///
+/// While settings are applied it watches them as `tunnelgate up`'s owner
+/// does (`Monitor`): what others change of the tunnel's kernel state is
+/// repaired, and the tunnel is reasserting while no carrier endpoint has a
+/// path, whatever the provider's own `reasserting` says.
+///
 /// Create it before anything starts threads: init blocks the termination
 /// signals for the whole process and reads them from a signalfd.
 public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable {
@@ -28,6 +33,11 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
     /// The control socket (NAME.sock) while settings are applied: status, stop,
     /// and app messages for handleAppMessage (NETunnelProviderSession.sendProviderMessage).
     private var control: ControlServer?
+    /// Watches the applied settings (`active`) for outside changes and the carrier path: made with
+    /// each new ActiveTunnel, kept across an in-place re-apply, dropped when the settings are removed.
+    private var monitor: Monitor?
+    /// What the provider last set its `reasserting` to.
+    private var providerReasserting = false
     private var started = false
     private(set) var status: NEVPNStatus = .disconnected
     private weak var provider: NEPacketTunnelProvider?
@@ -57,10 +67,14 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
         }
         var reportedStart = false
         while true {
-            let controlFD = engineQueue.sync { control?.descriptor } ?? -1
+            // `watched` is held for the whole turn: its sockets stay open (their numbers ours) while
+            // polling, even when settings applied meanwhile replace or drop the host's monitor.
+            let (controlFD, watched, due) = engineQueue.sync { (control?.descriptor ?? -1, monitor, monitor?.timeoutMilliseconds() ?? -1) }
             var fds = [pollfd(fd: signals.rawValue, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: controlFD, events: Int16(POLLIN), revents: 0)]
-            let rc = Glibc.poll(&fds, 2, 100)
+            fds += (watched?.descriptors ?? []).map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            // 100 ms: the start and cancel flags are set by other threads without waking the poll.
+            let rc = Glibc.poll(&fds, nfds_t(fds.count), due >= 0 ? min(due, 100) : 100)
             if rc > 0, fds[1].revents != 0, serveControl(provider) == .stop {
                 log("stop requested on the control socket: stopping the provider")
                 return stop(provider, reason: .userInitiated)
@@ -72,6 +86,10 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
                 let signo = info.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
                 log("signal \(signo): stopping the provider")
                 return stop(provider, reason: .userInitiated)
+            }
+            if let watched {
+                let notified = rc > 0 && fds[2...].contains { $0.revents != 0 }
+                engineQueue.sync { watchLocked(watched, notified: notified) }
             }
             let cancel = cancelRequest.withLock { $0 }
             if cancel.requested {
@@ -88,8 +106,12 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
                     _ = removeSettings()
                     return 1
                 }
-                engineQueue.sync { started = true; setStatusLocked(.connected) }
-                log("startTunnel completed: connected")
+                let now = engineQueue.sync { () -> NEVPNStatus in
+                    started = true
+                    setStatusLocked(connectedStatusLocked())
+                    return status
+                }
+                log("startTunnel completed: \(now == .reasserting ? "reasserting" : "connected")")
             }
         }
     }
@@ -156,15 +178,19 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
             if failure == nil, control == nil, let gateway, let active {
                 control = try? ControlServer(gateway: gateway, name: active.plan.interfaceName)
             }
+            // New settings may mean another monitor (a path until its first check) or none (removed).
+            settleStatusLocked()
             let result = failure
             providerQueue.async { completionHandler(result) }
         }
     }
 
+    /// Synchronous: when the provider's `reasserting = …` returns, the status it implies is published
+    /// (engineQueue never waits for the provider, so this cannot deadlock).
     func reassertingChanged(_ reasserting: Bool, for provider: NEPacketTunnelProvider) {
-        engineQueue.async { [self] in
-            guard started, status == .connected || status == .reasserting else { return }
-            setStatusLocked(reasserting ? .reasserting : .connected)
+        engineQueue.sync { [self] in
+            providerReasserting = reasserting
+            settleStatusLocked()
         }
     }
 
@@ -184,6 +210,8 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
         if let current = active {
             provider?.packetFlow.unbind()
             control = nil
+            // Never repair what the provider removes: the monitor goes with the tunnel it watched.
+            monitor = nil
             active = nil
             try current.stop()
         }
@@ -196,6 +224,49 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
         let tunnel = try gateway!.up(settings, resolver: SystemResolver(), configPath: nil, awaitingRuntime: !started)
         active = tunnel
         tunnel.publish(status: status == .disconnected ? .connecting : Self.tunnelStatus(status))
+        do throws(GatewayError) { monitor = try gateway!.makeMonitor() } catch {
+            log("warning: cannot watch for outside changes (\(error)); they will not be repaired")
+        }
+    }
+
+    /// One turn of the monitor, as `tunnelgate up`'s loop runs it: drains its notifications, runs a due
+    /// repair (counted in the state file for `tunnelgate status`, and logged) and a due carrier check (the
+    /// status follows the verdict; each line logged). What a turn publishes is in the state file before
+    /// its line is in the log. On engineQueue, so it never runs while setTunnelNetworkSettings changes
+    /// the same kernel state or the plan it compares with, and the engine's netlink socket has one user
+    /// at a time. A monitor replaced or dropped since the poll began is left alone: its tunnel is gone.
+    private func watchLocked(_ watched: Monitor, notified: Bool) {
+        guard watched === monitor, let active else { return }
+        if notified { watched.notificationsArrived() }
+        let repaired = watched.runDueCheck(tunnel: active)
+        if !repaired.isEmpty {
+            var counters = active.record.counters ?? PacketCounters()
+            counters.repairs = UInt64(watched.repairs)
+            counters.lastRepair = watched.lastRepair
+            active.publish(counters: counters)
+            log("repaired after an outside change: \(repaired.joined(separator: "; "))")
+        }
+        // Lines come with every change of an endpoint's path, so with every change of the verdict.
+        let carrier = watched.runDueCarrierCheck(tunnel: active)
+        if !carrier.isEmpty {
+            settleStatusLocked()
+            for line in carrier { log(line) }
+        }
+    }
+
+    /// The status of a started tunnel: reasserting while the provider says so OR no carrier endpoint
+    /// has a path (`CarrierPath.tunnelStatus`, the provider's view standing for a runtime's), else
+    /// connected. The provider's own `reasserting` property is left as the provider set it.
+    private func connectedStatusLocked() -> NEVPNStatus {
+        let combined = CarrierPath.tunnelStatus(runtime: providerReasserting ? .reasserting : .connected,
+                                                carrierPathGone: monitor?.carrierPathGone ?? false)
+        return combined == .reasserting ? .reasserting : .connected
+    }
+
+    /// Moves a started, connected or reasserting tunnel to `connectedStatusLocked()`.
+    private func settleStatusLocked() {
+        guard started, status == .connected || status == .reasserting else { return }
+        setStatusLocked(connectedStatusLocked())
     }
 
     private func setStatus(_ s: NEVPNStatus) { engineQueue.sync { setStatusLocked(s) } }
