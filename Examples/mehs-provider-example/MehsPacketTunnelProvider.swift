@@ -12,7 +12,7 @@ import NetworkExtension
 import Foundation
 import MEHSClient
 
-final class MehsPacketTunnelProvider: NEPacketTunnelProvider {
+final class MehsPacketTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable {
     private var runtime: OpaquePointer?
     private let mtu = 1400
     // Linux: the environment names the server and the runtime's arguments.

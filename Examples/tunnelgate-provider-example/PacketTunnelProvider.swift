@@ -6,7 +6,7 @@ import NetworkExtension
 
 private let log = Logger(subsystem: "com.example.app.tunnel", category: "provider")
 
-final class PacketTunnelProvider: NEPacketTunnelProvider {
+final class PacketTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable {
 
     private var tunnelFileDescriptor: Int32 = -1
 
