@@ -9,13 +9,14 @@ import NetworkExtension
 //   message TEXT [--name IFNAME]    sendProviderMessage, print the reply
 //   stop [--name IFNAME]            stopVPNTunnel, print each NEVPNStatusDidChange until disconnected
 //   watch [--name IFNAME]           print each NEVPNStatusDidChange; exit once disconnected after another status
+//   last-error [--name IFNAME]      fetchLastDisconnectError: "DOMAIN CODE: MESSAGE", or "none"
 //
 // Exit 0 on success, 1 when the operation failed or timed out (20 s), 64 on a usage error.
 // Notification lines: "NEVPNStatusDidChange: connecting".
 
 let usage = """
     usage: tunnelgate-manager-example start --provider PATH [--name IFNAME] [--server ADDRESS] [-- HOST-ARGUMENT...]
-           tunnelgate-manager-example status|stop|watch [--name IFNAME]
+           tunnelgate-manager-example status|stop|watch|last-error [--name IFNAME]
            tunnelgate-manager-example message TEXT [--name IFNAME]
     """
 
@@ -140,6 +141,14 @@ case "stop":
     connection.stopVPNTunnel()
     if finished.wait(timeout: .now() + 20) == .timedOut { fail("not disconnected within 20 s (status \(name(connection.status)))") }
     NotificationCenter.default.removeObserver(token)
+    exit(0)
+
+case "last-error":
+    let fetched = DispatchSemaphore(value: 0)
+    nonisolated(unsafe) var lastError: Error?
+    loadManager(interfaceName).connection.fetchLastDisconnectError { lastError = $0; fetched.signal() }
+    fetched.wait()
+    if let e = lastError as NSError? { say("\(e.domain) \(e.code): \(e.localizedDescription)") } else { say("none") }
     exit(0)
 
 case "watch":

@@ -71,6 +71,18 @@ final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable 
     /// packet count.
     override func handleAppMessage(_ messageData: Data, completionHandler: ((Data?) -> Void)?) {
         let text = String(decoding: messageData, as: UTF8.self)
+        // "cancel DOMAIN CODE TEXT": ends the tunnel with that NSError, as a provider does when its
+        // server goes away for good (what fetchLastDisconnectError then returns).
+        if text.hasPrefix("cancel ") {
+            let parts = text.split(separator: " ", maxSplits: 3).map(String.init)
+            guard parts.count == 4, let code = Int(parts[2]) else {
+                completionHandler?(Data("usage: cancel DOMAIN CODE TEXT".utf8))
+                return
+            }
+            completionHandler?(Data("cancelling".utf8))
+            cancelTunnelWithError(NSError(domain: parts[1], code: code, userInfo: [NSLocalizedDescriptionKey: parts[3]]))
+            return
+        }
         if text.hasPrefix("reasserting") {
             if text == "reasserting on" { reasserting = true }
             if text == "reasserting off" { reasserting = false }

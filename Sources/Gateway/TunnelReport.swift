@@ -1,3 +1,4 @@
+import FoundationEssentials
 import LinuxSystem
 import Netlink
 import TunnelgateSettings
@@ -52,6 +53,21 @@ public struct TunnelReport: Codable, Sendable {
     public var lastDisconnectError: String?
 }
 
+/// Why a tunnel's last run ended, when it failed: NAME.lasterror. `domain` and `code` are those of
+/// the NSError a provider gave (cancelTunnelWithError, or startTunnel's completion handler), as
+/// fetchLastDisconnectError returns it; nil for Tunnelgate's own failures.
+public struct DisconnectError: Codable, Sendable, Equatable {
+    public var message: String
+    public var domain: String?
+    public var code: Int?
+
+    public init(message: String, domain: String? = nil, code: Int? = nil) {
+        self.message = message
+        self.domain = domain
+        self.code = code
+    }
+}
+
 extension Gateway {
     /// Reports every tunnel of this namespace, or only `name`.
     public func reports(name: String? = nil) throws(GatewayError) -> [TunnelReport] {
@@ -73,19 +89,27 @@ extension Gateway {
 
     /// Records how the tunnel's run ended: `error` for a failure, nil for a clean stop (which clears
     /// the error of an earlier run).
-    public func recordDisconnect(_ name: String, error: String?) {
-        let path = state.lastErrorPath(name)
-        guard let error else { return FileSystem.remove(path) }
-        try? FileSystem.writeAtomically(path, Array((error + "\n").utf8))
+    public func recordDisconnect(_ name: String, message: String?) {
+        recordDisconnect(name, error: message.map { DisconnectError(message: $0) })
     }
 
-    /// The error `recordDisconnect` kept, if any.
-    public func lastDisconnectError(_ name: String) -> String? {
-        guard let bytes = try? FileSystem.read(state.lastErrorPath(name)), !bytes.isEmpty else { return nil }
-        var text = String(decoding: bytes, as: UTF8.self)
-        if text.hasSuffix("\n") { text.removeLast() }
-        return text
+    public func recordDisconnect(_ name: String, error: DisconnectError?) {
+        let path = state.lastErrorPath(name)
+        guard let error else { return FileSystem.remove(path) }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        guard let data = try? encoder.encode(error) else { return }
+        try? FileSystem.writeAtomically(path, Array(data) + [0x0a])
     }
+
+    /// What `recordDisconnect` kept, if anything.
+    public func lastDisconnect(_ name: String) -> DisconnectError? {
+        guard let bytes = try? FileSystem.read(state.lastErrorPath(name)), !bytes.isEmpty else { return nil }
+        return try? JSONDecoder().decode(DisconnectError.self, from: Data(bytes))
+    }
+
+    /// The message of `lastDisconnect`.
+    public func lastDisconnectError(_ name: String) -> String? { lastDisconnect(name)?.message }
 
     public func report(_ name: String) throws(GatewayError) -> TunnelReport {
         var report = TunnelReport(name: name, status: .disconnected)

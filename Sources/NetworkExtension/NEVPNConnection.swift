@@ -168,6 +168,38 @@ open class NEVPNConnection: @unchecked Sendable {
         }
     }
 
+    // MARK: The last disconnect error
+
+    /// The error that ended the tunnel's most recent run, nil when it ended cleanly or has not ended
+    /// yet: the NSError the provider gave (cancelTunnelWithError, or startTunnel's completion handler),
+    /// with its domain and code; Tunnelgate's own failures (its settings could not be removed, a
+    /// `tunnelgate up` runtime that failed) in `TunnelgateErrorDomain`, code 1. Read from the state
+    /// directory's NAME.lasterror; the handler is called on a background queue.
+    public func fetchLastDisconnectError(completionHandler handler: @escaping @Sendable ((any Error)?) -> Void) {
+        let name = interfaceName
+        let directory = state.withLock { s -> StateDirectory? in
+            if s.directory == nil { s.directory = try? StateDirectory(create: false) }
+            return s.directory
+        }
+        DispatchQueue.global().async {
+            handler(directory.flatMap { Self.lastDisconnectError(directory: $0, name: name) })
+        }
+    }
+
+    public func fetchLastDisconnectError() async throws {
+        let error: (any Error)? = await withCheckedContinuation { continuation in
+            fetchLastDisconnectError { continuation.resume(returning: $0) }
+        }
+        if let error { throw error }
+    }
+
+    static func lastDisconnectError(directory: StateDirectory, name: String) -> NSError? {
+        guard let bytes = try? FileSystem.read(directory.lastErrorPath(name)), !bytes.isEmpty,
+              let recorded = try? JSONDecoder().decode(DisconnectError.self, from: Data(bytes)) else { return nil }
+        return NSError(domain: recorded.domain ?? TunnelgateErrorDomain, code: recorded.code ?? 1,
+                       userInfo: [NSLocalizedDescriptionKey: recorded.message])
+    }
+
     // MARK: Provider messages (NETunnelProviderSession)
 
     func send(_ message: Data, responseHandler: ((Data?) -> Void)?) throws {

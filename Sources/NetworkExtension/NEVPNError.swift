@@ -3,6 +3,10 @@ import Foundation
 /// The errors of the manager side, in NEVPNErrorDomain with Apple's codes.
 public let NEVPNErrorDomain = "NEVPNErrorDomain"
 
+/// Tunnelgate's own reasons a tunnel ended (fetchLastDisconnectError), where iOS would use
+/// NEVPNConnectionErrorDomain's codes, which Tunnelgate does not reproduce.
+public let TunnelgateErrorDomain = "TunnelgateErrorDomain"
+
 /// NEVPNError: Apple's codes; `catch NEVPNError.configurationDisabled` works as on iOS.
 public struct NEVPNError: Error, CustomNSError, CustomStringConvertible, Sendable {
     public enum Code: Int, Sendable {

@@ -43,8 +43,8 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
     private weak var provider: NEPacketTunnelProvider?
     private let log: @Sendable (String) -> Void
 
-    private let startResult = Mutex<(done: Bool, error: String?)>((false, nil))
-    private let cancelRequest = Mutex<(requested: Bool, error: String?)>((false, nil))
+    private let startResult = Mutex<(done: Bool, error: DisconnectError?)>((false, nil))
+    private let cancelRequest = Mutex<(requested: Bool, error: DisconnectError?)>((false, nil))
 
     public init(configuration: TunnelgateHostConfiguration = .init(),
                 log: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data("tunnelgate-provider: \($0)\n".utf8)) }) throws(SystemCallError) {
@@ -58,11 +58,12 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
     public func run(_ provider: NEPacketTunnelProvider, options: [String: NSObject]? = nil) -> Int32 {
         self.provider = provider
         provider.system = self
+        recordDisconnect(nil)  // a new run: the error of the last one no longer applies
         setStatus(.connecting)
         nonisolated(unsafe) let options = options
         providerQueue.async {
             provider.startTunnel(options: options) { [self] error in
-                startResult.withLock { $0 = (true, error.map { String(describing: ($0 as NSError).localizedDescription) }) }
+                startResult.withLock { $0 = (true, error.map(Self.disconnectError)) }
             }
         }
         var reportedStart = false
@@ -93,8 +94,9 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
             }
             let cancel = cancelRequest.withLock { $0 }
             if cancel.requested {
-                log("the provider cancelled the tunnel\(cancel.error.map { ": \($0)" } ?? "")")
+                log("the provider cancelled the tunnel\(cancel.error.map { ": \($0.message)" } ?? "")")
                 let clean = removeSettings()
+                if let error = cancel.error { recordDisconnect(error) }
                 return cancel.error == nil && clean ? 0 : 1
             }
             let start = startResult.withLock { $0 }
@@ -102,8 +104,9 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
                 reportedStart = true
                 if let error = start.error {
                     // As on iOS: a failed start ends the tunnel without stopTunnel.
-                    log("startTunnel failed: \(error)")
+                    log("startTunnel failed: \(error.message)")
                     _ = removeSettings()
+                    recordDisconnect(error)
                     return 1
                 }
                 let now = engineQueue.sync { () -> NEVPNStatus in
@@ -194,8 +197,26 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
         }
     }
 
+    /// An error a provider gave, as fetchLastDisconnectError returns it: its domain, code and description.
+    static func disconnectError(_ error: any Error) -> DisconnectError {
+        let e = error as NSError
+        return DisconnectError(message: e.localizedDescription, domain: e.domain, code: e.code)
+    }
+
+    /// Keeps why this run ended (nil: clears it) in NAME.lasterror, for `tunnelgate status` and the
+    /// manager's fetchLastDisconnectError.
+    private func recordDisconnect(_ error: DisconnectError?) {
+        engineQueue.sync {
+            if gateway == nil, let g = try? Gateway() {
+                g.log = log
+                gateway = g
+            }
+            gateway?.recordDisconnect(configuration.interfaceName, error: error)
+        }
+    }
+
     func cancelTunnel(with error: (any Error)?, for provider: NEPacketTunnelProvider) {
-        cancelRequest.withLock { $0 = (true, error.map { ($0 as NSError).localizedDescription }) }
+        cancelRequest.withLock { $0 = (true, error.map(Self.disconnectError)) }
     }
 
     // MARK: Engine (on engineQueue)

@@ -151,9 +151,9 @@ extension CommandLine {
         let name = tunnel.plan.interfaceName
         // How this run ends is kept for `status` (NE's last disconnect error): a failure's message, or
         // nothing after a clean stop. A new run starts with none.
-        gateway.recordDisconnect(name, error: nil)
+        gateway.recordDisconnect(name, message: nil)
         func ended(_ message: String) -> Failure {
-            gateway.recordDisconnect(name, error: message)
+            gateway.recordDisconnect(name, message: message)
             return fail(message)
         }
         var runtimeState: RuntimeState?
@@ -200,7 +200,7 @@ extension CommandLine {
                 // Fail closed: a kill switch outlives its runtime until `down`, as after a crash.
                 host?.stop()
                 tunnel.publish(status: .disconnected)
-                gateway.recordDisconnect(name, error: "the runtime failed: \(reason)")
+                gateway.recordDisconnect(name, message: "the runtime failed: \(reason)")
                 throw Failure("the runtime failed: \(reason)\nthe kill switch stays in place until `tunnelgate down \(name)`")
             }
             printError("tunnelgate: \(name): the runtime failed: \(reason); stopping")
@@ -211,12 +211,12 @@ extension CommandLine {
         do {
             try tunnel.stop()
         } catch {
-            gateway.recordDisconnect(name, error: (failure.map { "the runtime failed: \($0); then " } ?? "") + error.description)
+            gateway.recordDisconnect(name, message: (failure.map { "the runtime failed: \($0); then " } ?? "") + error.description)
             throw Failure(error.description)
         }
         printError("tunnelgate: \(name): disconnected, everything removed")
         if let failure {
-            gateway.recordDisconnect(name, error: "the runtime failed: \(failure)")
+            gateway.recordDisconnect(name, message: "the runtime failed: \(failure)")
             throw Failure("the runtime failed: \(failure)")
         }
         return ExitCode.success

@@ -100,6 +100,28 @@ tg_run in_c "$MANAGER" message hello
 check_rc_nonzero "sendProviderMessage throws when not connected"
 check_match "... NEVPNError.connectionFailed: not connected" 'not connected' "$TG_ERR"
 
+# --- fetchLastDisconnectError ------------------------------------------------------------------------------
+tg_run in_c "$MANAGER" last-error
+check_eq "after a clean stop, fetchLastDisconnectError gives nothing" none "$TG_OUT"
+tg_run in_c "$MANAGER" start --provider "$PROVIDER" --server "$CARRIER4" -- --provider counting --name tg0
+check_rc "[cancel] manager start again: connected" 0
+tg_run in_c "$MANAGER" message "cancel com.example.vpn 7 the server revoked this session"
+check_eq "[cancel] the provider cancels the tunnel with an NSError" cancelling "$TG_OUT"
+manager_disconnected() { [ "$(in_c "$MANAGER" status 2>/dev/null)" = disconnected ]; }
+wait_for "[cancel] the tunnel is disconnected" 10 manager_disconnected
+tg_run in_c "$MANAGER" last-error
+check_eq "[cancel] fetchLastDisconnectError gives the provider's NSError: domain, code, description" \
+  "com.example.vpn 7: the server revoked this session" "$TG_OUT"
+tg_run in_c "$TG" status tg0 --json
+check_eq "[cancel] tunnelgate status shows it as the last disconnect error" "the server revoked this session" \
+  "$(jq -r .lastDisconnectError <<<"$TG_OUT" 2>&1)"
+tg_run in_c "$MANAGER" start --provider "$PROVIDER" --server "$CARRIER4" -- --provider counting --name tg0
+check_rc "[again] a new run connects" 0
+tg_run in_c "$MANAGER" last-error
+check_eq "[again] ... and the last run's error no longer applies" none "$TG_OUT"
+tg_run in_c "$MANAGER" stop
+check_rc "[again] and stops" 0
+
 check_fails "tg0 is gone" ip -n "$NS_C" link show dev tg0
 check_eq "C's resolv.conf is back" "$resolv_before" "$(cat "$resolv" 2>&1)"
 check_eq "no journal, state, lock or socket of tg0 is left in $state_dir" "" \
