@@ -316,11 +316,12 @@ extension CommandLine {
 
     /// Prints each NEVPNStatus transition of `name` as a JSON line, until it is disconnected.
     ///
-    /// Woken by inotify on the state directory (the owner writes NAME.state by rename on every transition,
-    /// and removes it and NAME.lock at the end), so a state is seen however short it is: `disconnecting`
-    /// lasts as long as the teardown, 15 to 30 ms here, which a 20 ms poll alone sees only when the
-    /// teardown outlasts it. It still polls every 20 ms for what makes no event (an owner killed: the
-    /// kernel releases its lock).
+    /// Woken by inotify on the state directory (the owner writes NAME.state by rename on every transition;
+    /// when it stops, its record says disconnected until it has removed and released NAME.lock, and only
+    /// then is NAME.state removed), so a state is seen however short it is: `disconnecting` lasts as long
+    /// as the teardown, 15 to 30 ms here, which a 20 ms poll alone sees only when the teardown outlasts
+    /// it. It still polls every 20 ms for what makes no event (an owner killed: the kernel releases its
+    /// lock).
     static func watchStatus(_ name: String, netns: String?) throws -> Int32 {
         if let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .status) }
         let gateway = try Gateway(readOnly: true, namespace: try namespace(netns))
@@ -338,8 +339,10 @@ extension CommandLine {
             // The events only say "look again": drained before looking, so none is lost in between.
             if events >= 0 { while buffer.withUnsafeMutableBytes({ Glibc.read(events, $0.baseAddress, $0.count) }) > 0 {} }
             var status = try gateway.status(of: name)
-            // The owner removes NAME.state just before it releases NAME.lock: a held lock without a state
-            // file reads as connecting, but after the tunnel was up it is the end of disconnecting.
+            // A held lock without a state file reads as connecting (an owner starting, before its first
+            // record); after the tunnel was up it is the end of disconnecting. The owner's own stop never
+            // shows it (its record says disconnected until NAME.lock is released: teardown's keepRecord),
+            // but `tunnelgate down` removing a dead owner's residue holds the lock after removing the record.
             if status == .connecting, let last, last != .connecting, !FileSystem.exists(statePath) { status = .disconnecting }
             if status != last {
                 let seconds = Double(ProcessControl.monotonicSeconds())
