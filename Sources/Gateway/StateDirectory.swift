@@ -14,9 +14,12 @@ import LinuxSystem
 /// For each tunnel NAME:
 ///   NAME.lock     held (flock) by the process that owns the tunnel, for its lifetime
 ///   NAME.journal  every kernel object, written before it is created; gone after a clean down
-///   NAME.state    the owner's pid and NEVPNStatus, rewritten on each transition
+///   NAME.state    the owner's record (TunnelRecord: pid, NEVPNStatus, counters, the runtime's status),
+///                 rewritten atomically; says disconnected until the owner releases NAME.lock
 ///   NAME.log      the detached owner's standard error
 ///   NAME.sock     the control socket of the running owner (owner-only, peer credentials checked)
+///   NAME.dns      DNSConfig's journal: what the tunnel's DNS settings replaced
+///   NAME.lasterror  why the last run ended, when it failed (DisconnectError, JSON)
 public struct StateDirectory: Sendable {
     public static let root = "/run/tunnelgate"
     public let path: String

@@ -27,7 +27,7 @@ enum Command: String, CaseIterable {
         case .plan: "tunnelgate plan CONFIG [--netns NS]"
         case .up: "tunnelgate up CONFIG [--netns NS] [--detach]"
         case .down: "tunnelgate down NAME [--netns NS]"
-        case .status: "tunnelgate status [NAME] [--netns NS] [--json | --watch]"
+        case .status: "tunnelgate status [NAME] [--netns NS] [--json]  |  tunnelgate status NAME [--netns NS] --watch"
         case .message: "tunnelgate message NAME DATA [--netns NS]"
         case .help: "tunnelgate help [SUBCOMMAND]"
         }
