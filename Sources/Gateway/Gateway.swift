@@ -396,7 +396,7 @@ public final class Gateway {
         /// until the owner has released the name (ActiveTunnel.stop removes it then): `status` never
         /// sees the name held without a record, which reads as a tunnel starting.
         func finishRecord() {
-            if keepRecord, var record = TunnelRecord.read(from: state.statePath(name)), record.pid == ProcessControl.id {
+            if keepRecord, var record = TunnelRecord.read(from: state.statePath(name)) {
                 record.status = .disconnected
                 try? record.write(to: state.statePath(name))
             } else {
@@ -415,7 +415,9 @@ public final class Gateway {
             finishRecord()
             return false
         }
-        if var record = TunnelRecord.read(from: state.statePath(name)), record.pid == ProcessControl.id {
+        // Every caller holds the name's lock: the record says disconnecting from here on, also when it is
+        // a dead owner's (down after a crash), which would otherwise show its last status meanwhile.
+        if var record = TunnelRecord.read(from: state.statePath(name)), record.status != .disconnecting {
             record.status = .disconnecting
             try? record.write(to: state.statePath(name))
         }
@@ -520,10 +522,23 @@ public final class Gateway {
     /// Removes what a dead owner of `name` left behind. The caller holds the
     /// name lock. `keepFirewall` leaves a kill switch in place for the next
     /// run to replace atomically, so the host is never unprotected between.
-    func removeResidue(_ name: String, keepFirewall: Bool = false) throws(GatewayError) {
+    func removeResidue(_ name: String, keepFirewall: Bool = false, keepRecord: Bool = false) throws(GatewayError) {
         guard FileSystem.exists(state.journalPath(name)) || FileSystem.exists(state.path + "/\(name).dns") else { return }
         log?("removing what an earlier run of \(name) left behind\(keepFirewall ? " (its kill switch stays until replaced)" : "")")
-        try teardown(name: name, tun: nil, keepFirewall: keepFirewall)
+        try teardown(name: name, tun: nil, keepFirewall: keepFirewall, keepRecord: keepRecord)
+    }
+
+    /// `down`'s cleanup under the name's lock: the residue goes, the record says disconnected until the
+    /// lock is released, and goes then (as when an owner stops) — unless a new owner has written its own.
+    private func removeResidueAndRelease(_ name: String, lock: FileLock) throws(GatewayError) {
+        defer {
+            lock.releaseAndRemove()
+            let path = state.statePath(name)
+            if let left = TunnelRecord.read(from: path), left.status == .disconnected || !ProcessControl.exists(left.pid) {
+                FileSystem.remove(path)
+            }
+        }
+        try removeResidue(name, keepRecord: true)
     }
 
     // MARK: - Down
@@ -537,11 +552,11 @@ public final class Gateway {
         let journalPath = state.journalPath(name)
         do {
             if let lock = try system({ () throws(SystemCallError) in try FileLock.tryAcquire(lockPath) }) {
-                defer { lock.releaseAndRemove() }
-                guard FileSystem.exists(journalPath) || FileSystem.exists(statePath) else { throw GatewayError.notFound(name) }
-                try removeResidue(name)
-                FileSystem.remove(statePath)
-                return
+                guard FileSystem.exists(journalPath) || FileSystem.exists(statePath) else {
+                    lock.releaseAndRemove()
+                    throw GatewayError.notFound(name)
+                }
+                return try removeResidueAndRelease(name, lock: lock)
             }
             guard let record = TunnelRecord.read(from: statePath) else {
                 // An owner is starting and has not written its record yet.
@@ -551,16 +566,13 @@ public final class Gateway {
             }
             try? ProcessControl.signal(record.pid, SIGTERM)
             if let lock = try system({ () throws(SystemCallError) in try FileLock.acquire(lockPath, timeout: timeout) }) {
-                defer { lock.releaseAndRemove() }
-                try removeResidue(name)
-                return
+                return try removeResidueAndRelease(name, lock: lock)
             }
             try? ProcessControl.signal(record.pid, SIGKILL)
             guard let lock = try system({ () throws(SystemCallError) in try FileLock.acquire(lockPath, timeout: 2) }) else {
                 throw GatewayError.stopTimeout(name: name, pid: record.pid)
             }
-            defer { lock.releaseAndRemove() }
-            try removeResidue(name)
+            try removeResidueAndRelease(name, lock: lock)
         }
     }
 }

@@ -84,7 +84,7 @@ extension Gateway {
     public func status(of name: String) throws(GatewayError) -> TunnelStatus {
         let held = try system { () throws(SystemCallError) in try FileLock.isHeld(state.lockPath(name)) }
         guard held else { return .disconnected }
-        return TunnelRecord.read(from: state.statePath(name))?.status ?? .connecting
+        return Self.heldStatus(TunnelRecord.read(from: state.statePath(name)))
     }
 
     /// Records how the tunnel's run ended: `error` for a failure, nil for a clean stop (which clears
@@ -111,13 +111,22 @@ extension Gateway {
     /// The message of `lastDisconnect`.
     public func lastDisconnectError(_ name: String) -> String? { lastDisconnect(name)?.message }
 
+    /// The status of a held name: its record's, or connecting before the owner wrote one; a record
+    /// whose process is gone is a dead owner's, being cleaned up by whoever holds the name now (`down`,
+    /// or an `up` removing the residue first): disconnecting, not what the dead owner last said.
+    static func heldStatus(_ record: TunnelRecord?) -> TunnelStatus {
+        guard let record else { return .connecting }
+        if record.pid != ProcessControl.id, !ProcessControl.exists(record.pid) { return .disconnecting }
+        return record.status
+    }
+
     public func report(_ name: String) throws(GatewayError) -> TunnelReport {
         var report = TunnelReport(name: name, status: .disconnected)
         let held = try system { () throws(SystemCallError) in try FileLock.isHeld(state.lockPath(name)) }
         let record = TunnelRecord.read(from: state.statePath(name))
         let journal = try? Journal.read(path: state.journalPath(name))
         if held {
-            report.status = record?.status ?? .connecting
+            report.status = Self.heldStatus(record)
             report.pid = record?.pid
             report.namespace = record?.isolatedIn
             report.dns = record?.dnsBackend

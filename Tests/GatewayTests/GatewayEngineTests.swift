@@ -144,7 +144,31 @@ final class GatewayEngineTests: XCTestCase {
             tunnel = nil  // no stop(): the lock and the TUN descriptor are released, the rules and throw routes remain
             try expect(try gateway.netlink.rules(family: .ipv4).contains { $0.spec.table == slot.table }, "rule left behind")
             try expect(try gateway.report(settings.name).residue, "status reports residue")
+            // The dead owner's record last said connected (a pid no process has): while down holds the name
+            // to clean up, status says disconnecting, never connected, nor connecting (the name held with
+            // no record) before it is released.
+            var record = try XCTUnwrap(TunnelRecord.read(from: gateway.state.statePath(settings.name)))
+            record.pid = Int32.max
+            record.status = .connected
+            try record.write(to: gateway.state.statePath(settings.name))
+            let seen = Mutex<[TunnelStatus]>([])
+            let stop = Atomic<Bool>(false)
+            nonisolated(unsafe) let observer = gateway
+            let poller = Thread {
+                for _ in 0..<1_000_000 where !stop.load(ordering: .relaxed) {
+                    guard let s = try? observer.status(of: settings.name) else { continue }
+                    seen.withLock { if $0.last != s { $0.append(s) } }
+                }
+            }
+            poller.start()
+            while seen.withLock({ $0.isEmpty }) { usleep(100) }
             try gateway.down(settings.name)
+            stop.store(true, ordering: .relaxed)
+            while !poller.isFinished { usleep(1000) }
+            let sequence = seen.withLock { $0 }
+            try expect(!sequence.contains(.connected) && !sequence.contains(.connecting),
+                       "status while down cleans up a dead owner: \(sequence)")
+            try expect(!FileSystem.exists(gateway.state.statePath(settings.name)), "the dead owner's record is gone")
             try expect(try KernelSnapshot(gateway.netlink) == before, "down removed the residue")
         }
     }

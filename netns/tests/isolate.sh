@@ -32,6 +32,8 @@ ip -n "$NS_X" link set eth0 up
 ip -n "$NS_R" link set x0 up
 ip -n "$NS_X" route add default via 192.168.232.1
 wait_for "X reaches the router" 5 ip netns exec "$NS_X" ping -c 1 -W 0.5 192.168.232.1
+# The before-snapshot must not catch eth0's link-local address still tentative (DAD), or the after one differs.
+wait_for "X's links are up with their IPv6 addresses settled" 5 _tg_settled "$NS_X"
 sed 's/"tgiso"/"tgx"/; s/10\.9\.0\./10.10.0./g; s/fd00:9::/fd00:10::/; /dnsSettings/d' "$cfg" >"$TG_TMP/x.json"
 tg_snapshot "$NS_X" "$TG_TMP/x-before"
 
