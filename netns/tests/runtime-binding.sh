@@ -165,8 +165,10 @@ check "[queue 1] nothing was dropped: the host's drop counters are 0 ($(jq -c '.
   jq -e '[.counters | to_entries[] | select(.key | startswith("dropped")) | .value] | all(. == 0)' <<<"$host"
 check "[queue 1] ... and so are the runtime's on the way out ($(jq -c '{dropsOversize, dropsNoPeer, dropsSend}' <<<"$rt"))" \
   jq -e '.dropsOversize == 0 and .dropsNoPeer == 0 and .dropsSend == 0' <<<"$rt"
-check "[queue 1] ... and it took every packet the host counted ($(jq -c '{packetsIn}' <<<"$rt"), host $(jq -c '.counters | {packetsFromHost}' <<<"$host"))" \
-  jq -n -e --argjson rt "$rt" --argjson host "$host" '$rt.packetsIn == $host.counters.packetsFromHost and $rt.packetsIn > 100'
+# (The equality of packets handed over and taken is the wait_for above: these two snapshots are taken
+# apart, and the host publishes its counters once a second, so a late packet can sit between them.)
+check "[queue 1] ... and it took more than 100 packets through it ($(jq -c '{packetsIn}' <<<"$rt"))" \
+  jq -e '.packetsIn > 100' <<<"$rt"
 down_pair
 
 # --- the same library without resultCodes ------------------------------------------------------------------
