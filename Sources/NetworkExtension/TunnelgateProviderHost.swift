@@ -252,7 +252,11 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
             g.log = log
             gateway = g
         }
-        let tunnel = try gateway!.up(settings, resolver: SystemResolver(), configPath: nil, awaitingRuntime: !started)
+        // The provider opens its own sockets to its server, in this process: they cannot be told apart
+        // from anyone else's, so its carriers are exempt by address (the weaker rule, said in status).
+        let tunnel = try gateway!.up(settings, resolver: SystemResolver(), configPath: nil, awaitingRuntime: !started,
+                                     carrierIdentity: .unidentified(reason: "a NetworkExtension provider opens its own "
+                                         + "sockets inside its host process, where they cannot be told apart from other processes' sockets"))
         active = tunnel
         tunnel.publish(status: status == .disconnected ? .connecting : Self.tunnelStatus(status))
         do throws(GatewayError) { monitor = try gateway!.makeMonitor() } catch {
