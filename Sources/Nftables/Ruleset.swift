@@ -2,6 +2,7 @@ import TunnelgateSettings
 
 /// The netfilter hook a base chain attaches to (NF_INET_*).
 public enum NftHook: UInt32, Sendable, Hashable {
+    case prerouting = 0   // NF_INET_PRE_ROUTING
     case input = 1        // NF_INET_LOCAL_IN
     case forward = 2      // NF_INET_FORWARD
     case output = 3       // NF_INET_LOCAL_OUT
@@ -20,6 +21,10 @@ public enum NftVerdict: Sendable, Hashable {
 public enum NftStatement: Sendable, Hashable {
     /// `tcp option maxseg size set N`.
     case setTCPMaximumSegmentSize(UInt16)
+    /// `ct mark set N`: the connection remembers a mark.
+    case setConntrackMark(UInt32)
+    /// `meta mark set ct mark`: the packet gets its connection's mark back.
+    case restoreMarkFromConntrack
 }
 
 /// One condition of a rule; a rule matches when all of its conditions do.
@@ -46,8 +51,10 @@ public enum NftMatch: Sendable, Hashable {
     case establishedOrRelated
     /// `meta mark N`.
     case mark(UInt32)
-    /// `meta skuid N`: the sending socket's owner (output hook only).
+    /// `meta skuid N`: the sending socket's owner (output and postrouting hooks only).
     case socketUser(UInt32)
+    /// `ct mark N`.
+    case conntrackMark(UInt32)
     /// `meta l4proto P th sport N`.
     case transportSource(protocolNumber: UInt8, sourcePort: UInt16)
     /// `tcp flags syn` (SYN set, with or without ACK).

@@ -185,6 +185,24 @@ struct ExpressionCompiler {
                 }
             }
             tcpMaximumSegmentSizeOption { e in nftnl_expr_set_u32(e, u16(NFTNL_EXPR_EXTHDR_SREG), register) }
+        case .setConntrackMark(let mark):
+            add("immediate") { e in
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_IMM_DREG), register)
+                withUnsafeBytes(of: mark) { _ = nftnl_expr_set(e, u16(NFTNL_EXPR_IMM_DATA), $0.baseAddress, UInt32($0.count)) }
+            }
+            add("ct") { e in
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_CT_KEY), u32(NFT_CT_MARK))
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_CT_SREG), register)
+            }
+        case .restoreMarkFromConntrack:
+            add("ct") { e in
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_CT_KEY), u32(NFT_CT_MARK))
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_CT_DREG), register)
+            }
+            add("meta") { e in
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_META_KEY), u32(NFT_META_MARK))
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_META_SREG), register)
+            }
         }
     }
 
@@ -327,6 +345,12 @@ struct ExpressionCompiler {
         case .socketUser(let uid):
             meta(NFT_META_SKUID)
             compare(NFT_CMP_EQ, withUnsafeBytes(of: uid) { Array($0) })
+        case .conntrackMark(let mark):
+            add("ct") { e in
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_CT_KEY), u32(NFT_CT_MARK))
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_CT_DREG), register)
+            }
+            compare(NFT_CMP_EQ, withUnsafeBytes(of: mark) { Array($0) })
         case .transportSource(let proto, let port):
             meta(NFT_META_L4PROTO)
             compare(NFT_CMP_EQ, [proto])
