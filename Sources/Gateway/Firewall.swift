@@ -21,7 +21,8 @@ public enum Firewall {
     public static func table(for plan: TunnelPlan) -> NftTable? {
         let s = plan.settings
         let killSwitch = plan.hasKillSwitch
-        guard killSwitch || s.forwarding != nil else { return nil }
+        let markCarriers = plan.carrierMarkRules
+        guard killSwitch || s.forwarding != nil || !markCarriers.isEmpty else { return nil }
         let name = s.name
         let tag = "tunnelgate:\(name)"
         func rule(_ m: [NftMatch], _ v: NftVerdict, _ why: String, statements: [NftStatement] = []) -> NftRule {
@@ -114,7 +115,20 @@ public enum Firewall {
             chains.append(NftChain(name: "output", hook: .output, priority: 0, policy: .drop, rules: output))
             chains.append(NftChain(name: "input", hook: .input, priority: 0, policy: .drop, rules: input))
         }
-        chains.append(NftChain(name: "forward", hook: .forward, priority: 0, policy: killSwitch ? .drop : .accept, rules: forward))
+        if killSwitch || s.forwarding != nil {
+            chains.append(NftChain(name: "forward", hook: .forward, priority: 0, policy: killSwitch ? .drop : .accept, rules: forward))
+        }
+        if !markCarriers.isEmpty {
+            // The carrier's replies get the tunnel's mark back (saved in the connection when the identity
+            // sent to it), so with src_valid_mark a strict reverse-path check (rp_filter=1, or a
+            // firewall's `fib saddr . mark . iif`) looks them up as the routing did, outside the tunnel.
+            let mark = plan.slot.fwmark
+            chains.append(NftChain(name: "carrier-save", hook: .postrouting, priority: -150, policy: .accept,
+                                   rules: markCarriers.map { rule($0, .next, "carrier mark saved", statements: [.setConntrackMark(mark)]) }))
+            chains.append(NftChain(name: "carrier-restore", hook: .prerouting, priority: -150, policy: .accept,
+                                   rules: [rule([.conntrackMark(mark)], .next, "carrier mark restored",
+                                                statements: [.restoreMarkFromConntrack])]))
+        }
         if !postrouting.isEmpty {
             chains.append(NftChain(name: "postrouting", hook: .postrouting, kind: .nat, priority: 100, policy: .accept, rules: postrouting))
         }
@@ -161,6 +175,14 @@ public enum Firewall {
 }
 
 extension TunnelPlan {
+    /// The matches of the carrier identity's packets, whose connections remember the slot's mark for the
+    /// replies (Firewall's carrier-save chain): for a tunnel that routes something, with an identity,
+    /// outside isolate mode.
+    var carrierMarkRules: [[NftMatch]] {
+        guard isolatedIn == nil, !carrierIdentity.isUnidentified, routing.families.contains(where: \.isActive) else { return [] }
+        return Firewall.carrierRules(self, direction: .outbound)
+    }
+
     /// The kill switch: `includeAllNetworks`, and always in isolate mode.
     public var hasKillSwitch: Bool { settings.includeAllNetworks || isolatedIn != nil }
 
