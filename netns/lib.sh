@@ -251,6 +251,24 @@ check_route() {
   fi
 }
 
+# route_dev_marked NS ADDR MARK: the device a packet carrying fwmark MARK (a tunnel's carrier socket's)
+# to ADDR would leave by; nothing if no route.
+route_dev_marked() {
+  ip -n "$1" route get "$2" mark "$3" 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p' | head -n 1
+}
+
+# check_route_marked DESC NS ADDR MARK DEV: check_route for a packet carrying fwmark MARK.
+check_route_marked() {
+  local desc=$1 ns=$2 addr=$3 mark=$4 dev=$5 got
+  got=$(route_dev_marked "$ns" "$addr" "$mark")
+  if [ "$got" == "$dev" ]; then
+    tg_pass "$desc"
+  else
+    tg_fail "$desc" "expected dev: $dev" "actual dev:   ${got:-<none>}" \
+      "ip route get $addr mark $mark:" "$(ip -n "$ns" route get "$addr" mark "$mark" 2>&1)"
+  fi
+}
+
 # check_ping DESC NS ADDR: one echo request from NS must be answered within a second.
 check_ping() {
   local desc=$1 ns=$2 addr=$3

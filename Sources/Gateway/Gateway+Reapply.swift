@@ -16,9 +16,10 @@ extension Gateway {
         let old = tunnel.plan
         guard settings.name == old.settings.name else { return false }
         try Self.requireResolvedAddresses(settings)
-        let carriers: [IPAddress]
-        do { carriers = try settings.resolveCarrierEndpoints(using: resolver) } catch { throw .configuration(error) }
-        let new = TunnelPlan(settings: settings, slot: old.slot, carrierAddresses: carriers, isolatedIn: old.isolatedIn)
+        let carriers: [PinnedCarrier]
+        do { carriers = try settings.pinCarrierEndpoints(using: resolver) } catch { throw .configuration(error) }
+        let new = TunnelPlan(settings: settings, slot: old.slot, carriers: carriers, carrierIdentity: old.carrierIdentity,
+                             isolatedIn: old.isolatedIn)
         let name = settings.name
         let index = tunnel.interfaceIndex
 

@@ -57,13 +57,45 @@ public final class Gateway {
     // MARK: - Plan
 
     /// Resolves the carriers and picks a slot. Reads the kernel, changes nothing.
-    public func plan(_ settings: TunnelSettings, resolver: some HostResolver) throws(GatewayError) -> TunnelPlan {
+    /// Carrier host names are resolved here, once: the plan pins the addresses for the tunnel's life.
+    /// `carrierIdentity` says how the runtime's carrier sockets are told apart (default: the runtime
+    /// kind's, `CarrierIdentity.forRuntime`).
+    public func plan(_ settings: TunnelSettings, resolver: some HostResolver,
+                     carrierIdentity: CarrierIdentity? = nil) throws(GatewayError) -> TunnelPlan {
         try Self.requireResolvedAddresses(settings)
-        let carriers: [IPAddress]
-        do { carriers = try settings.resolveCarrierEndpoints(using: resolver) } catch { throw .configuration(error) }
+        let carriers: [PinnedCarrier]
+        do { carriers = try settings.pinCarrierEndpoints(using: resolver) } catch { throw .configuration(error) }
         let slot = try freeSlot(for: settings.name)
-        return TunnelPlan(settings: settings, slot: slot, carrierAddresses: carriers,
-                          isolatedIn: isolatedNamespace?.name)
+        return TunnelPlan(settings: settings, slot: slot, carriers: carriers,
+                          carrierIdentity: carrierIdentity ?? .forRuntime(settings.runtime),
+                          isolatedIn: isolatedNamespace?.name,
+                          forwardingInterfaces: try forwardingInterfaces(settings, slot: slot))
+    }
+
+    /// The interfaces by which the IPv4 forwarding sources are reached now (the main table's answer, with
+    /// the slot's mark so no tunnel of this name steers the lookup).
+    func forwardingInterfaces(_ settings: TunnelSettings, slot: TunnelSlot) throws(GatewayError) -> [String] {
+        let sources = (settings.forwarding?.sources ?? []).enumerated().filter { $0.element.family == .ipv4 }
+        guard !sources.isEmpty else { return [] }
+        var names: [String] = []
+        var problems: [ConfigProblem] = []
+        do throws(NetlinkError) {
+            let links = try netlink.links()
+            for (i, source) in sources {
+                let lookup: RouteLookup
+                do throws(NetlinkError) { lookup = try netlink.lookupRoute(to: source.network.address, mark: slot.fwmark) } catch {
+                    problems.append(ConfigProblem(path: "forwarding.sources[\(i)]",
+                                                  reason: "\(source) is not reachable from here (\(error.errno)): nothing to forward for"))
+                    continue
+                }
+                guard let index = lookup.outputInterface, let link = links.first(where: { $0.index == index }) else { continue }
+                if link.name != settings.name, !names.contains(link.name) { names.append(link.name) }
+            }
+        } catch {
+            throw .netlink(error)
+        }
+        guard problems.isEmpty else { throw .configuration(ConfigurationError(problems)) }
+        return names
     }
 
     /// An `"auto"` mesh address is filled in from the node's identity before
@@ -120,20 +152,26 @@ public final class Gateway {
     /// asked for a virtio_net_hdr with checksum and TCP segmentation offload
     /// (`TunDevice(name:offloads:)`), for a runtime that reads and writes it
     /// itself and handles them.
+    ///
+    /// Fail-closed: a kill switch a dead owner left stays until this run's own replaces it (one
+    /// transaction, the same table name) or, when this run has none, until it has applied and verified
+    /// everything else. If this run fails, a kill switch stays in place, whether the dead owner's or this
+    /// run's, until `down NAME` (see `teardown(keepFirewall:)`).
     public func up(_ settings: TunnelSettings, resolver: some HostResolver, configPath: String?,
-                   awaitingRuntime: Bool = false, tunOffloads: Bool = false) throws(GatewayError) -> ActiveTunnel {
+                   awaitingRuntime: Bool = false, tunOffloads: Bool = false,
+                   carrierIdentity: CarrierIdentity? = nil) throws(GatewayError) -> ActiveTunnel {
         let name = settings.name
         guard let lock = try system({ () throws(SystemCallError) in try FileLock.tryAcquire(state.lockPath(name)) }) else {
             throw GatewayError.alreadyRunning(name: name, pid: TunnelRecord.read(from: state.statePath(name))?.pid)
         }
         do throws(GatewayError) {
-            try removeResidue(name, keepFirewall: settings.includeAllNetworks)
+            try removeResidue(name, keepFirewall: true)
             // Slot choice and creation are serialised across this namespace.
             guard let allocation = try system({ () throws(SystemCallError) in try FileLock.acquire(state.allocationLockPath, timeout: 10) }) else {
                 throw GatewayError.system(SystemCallError("flock(\(state.allocationLockPath))", .busy))
             }
             defer { allocation.release() }
-            let plan = try self.plan(settings, resolver: resolver)
+            let plan = try self.plan(settings, resolver: resolver, carrierIdentity: carrierIdentity)
             if try netlinkCall({ () throws(NetlinkError) in try netlink.link(named: name) }) != nil { throw GatewayError.interfaceExists(name) }
             if let callerNetlink, try netlinkCall({ () throws(NetlinkError) in try callerNetlink.link(named: name) }) != nil {
                 throw GatewayError.interfaceExists(name)
@@ -152,17 +190,49 @@ public final class Gateway {
         var record = TunnelRecord(name: name, pid: ProcessControl.id, status: .connecting, slot: plan.slot.index,
                                   configPath: configPath, since: ProcessControl.monotonicSeconds(),
                                   isolatedIn: plan.isolatedIn)
+        record.carrierExemption = plan.carrierExemption
+        // Whatever fails from here on is rolled back, except a kill switch: from the moment one is in place
+        // (this run's, or a dead owner's kept by removeResidue) only `down NAME` opens it.
+        var tun: TunDevice?
+        func rollBack() -> Bool { (try? teardown(name: name, tun: tun, keepFirewall: true)) != nil }
         let journal: Journal
-        let tun: TunDevice
         do {
             try record.write(to: state.statePath(name))
             journal = try Journal(path: state.journalPath(name), name: name, slot: plan.slot)
+        } catch {
+            _ = rollBack()
+            throw .system(error)
+        }
+        // The kill switch first: in place before the TUN exists, so no route ever points into a tunnel
+        // it does not guard. Replacing a dead owner's table is one transaction.
+        if let table = plan.firewall {
+            do throws(SystemCallError) { try journal.record(nftTable: table.name) } catch {
+                _ = rollBack()
+                throw .system(error)
+            }
+            let socket: NftablesSocket
+            do throws(GatewayError) { socket = try nft() } catch {
+                _ = rollBack()
+                throw error
+            }
+            do throws(NftablesError) { try socket.replace(table) } catch {
+                throw .firewall(error, rolledBack: rollBack())
+            }
+        } else if hasResidueFirewall(name) {
+            // A dead owner's kill switch stays journaled until this run is committed (then it goes).
+            do throws(SystemCallError) { try journal.record(nftTable: Firewall.tableName(name)) } catch {
+                _ = rollBack()
+                throw .system(error)
+            }
+        }
+        do {
             try journal.record(link: name)
             tun = try TunDevice(name: name, offloads: tunOffloads)
         } catch {
-            _ = try? teardown(name: name, tun: nil)
+            _ = rollBack()
             throw .system(error)
         }
+        guard let tun else { fatalError("unreachable: the TUN was just made") }
         if tunOffloads && !tun.carriesVirtioHeader {
             log?("\(name): the kernel refused TUN offloads (IFF_VNET_HDR, TSO); one packet per TUN read")
         }
@@ -180,26 +250,33 @@ public final class Gateway {
                 }
                 interfaceIndex = moved.index
             } catch {
-                _ = try? teardown(name: name, tun: tun)
+                _ = rollBack()
                 throw error
+            }
+        }
+        // No IPv6 the settings did not ask for: without ipv6Settings the TUN gets no link-local address and
+        // sends no router or neighbour solicitation or MLD report into the tunnel. Set before the link is up.
+        if plan.settings.ipv6Settings == nil {
+            do throws(SystemCallError) { try disableIPv6(on: name) } catch {
+                _ = rollBack()
+                throw .system(error)
             }
         }
         let ops = plan.operations(interfaceIndex: interfaceIndex)
         do {
             try journal.record(routes: plan.routes(interfaceIndex: interfaceIndex), rules: plan.rules)
         } catch {
-            _ = try? teardown(name: name, tun: tun)
+            _ = rollBack()
             throw .system(error)
         }
         log?("applying \(ops.count) changes to \(name) (table \(plan.slot.table))")
         do {
             try netlink.execute(ops)
         } catch {
-            let rolledBack = (try? teardown(name: name, tun: tun)) != nil
-            throw .apply(error, rolledBack: rolledBack)
+            throw .apply(error, rolledBack: rollBack())
         }
         do throws(SystemCallError) { try applySysctls(plan.sysctls, journal: journal) } catch {
-            _ = try? teardown(name: name, tun: tun)
+            _ = rollBack()
             throw .system(error)
         }
         var dns: DNSApplied?
@@ -212,39 +289,55 @@ public final class Gateway {
                 try dns?.forwarder?.start()
                 record.dnsBackend = dns?.backend.description
             } catch {
-                let rolledBack = (try? teardown(name: name, tun: tun)) != nil
-                throw .dns(error.description, rolledBack: rolledBack)
-            }
-        }
-        if let table = plan.firewall {
-            do throws(SystemCallError) { try journal.record(nftTable: table.name) } catch {
-                _ = try? teardown(name: name, tun: tun)
-                throw .system(error)
-            }
-            let socket: NftablesSocket
-            do throws(GatewayError) { socket = try nft() } catch {
-                _ = try? teardown(name: name, tun: tun)
-                throw error
-            }
-            do throws(NftablesError) { try socket.replace(table) } catch {
-                let rolledBack = (try? teardown(name: name, tun: tun)) != nil
-                throw .firewall(error, rolledBack: rolledBack)
+                throw .dns(error.description, rolledBack: rollBack())
             }
         }
         let problems = verify(plan, interfaceIndex: interfaceIndex)
         if !problems.isEmpty {
-            let rolledBack = (try? teardown(name: name, tun: tun)) != nil
-            throw .verification(problems, rolledBack: rolledBack)
+            throw .verification(problems, rolledBack: rollBack())
+        }
+        if plan.firewall == nil, hasResidueFirewall(name) {
+            // Everything of this run is in place: a dead owner's kill switch this run does not want goes now.
+            let socket: NftablesSocket
+            do throws(GatewayError) { socket = try nft() } catch {
+                _ = rollBack()
+                throw error
+            }
+            do throws(NftablesError) { try socket.delete(table: Firewall.tableName(name)) } catch {
+                throw .firewall(error, rolledBack: rollBack())
+            }
         }
         do {
             try journal.recordCommitted()
             record.status = awaitingRuntime ? .connecting : .connected
             try record.write(to: state.statePath(name))
         } catch {
-            _ = try? teardown(name: name, tun: tun)
+            _ = rollBack()
             throw .system(error)
         }
         return ActiveTunnel(plan: plan, tun: tun, interfaceIndex: interfaceIndex, lock: lock, record: record, dns: dns, gateway: self)
+    }
+
+    /// True when the tunnel's namespace has a table `inet tunnelgate-NAME` marked as this tunnel's: a
+    /// kill switch (or forwarding table) in place, also when its owner is gone.
+    public func hasResidueFirewall(_ name: String) -> Bool {
+        guard let nft = try? nft(), let tables = try? nft.tables() else { return false }
+        return tables.contains { $0.name == Firewall.tableName(name) && $0.comment == "tunnelgate:\(name)" }
+    }
+
+    /// True when that table is a kill switch (it has the output chain; a forwarding-only table has none).
+    public func hasKillSwitchInPlace(_ name: String) -> Bool {
+        guard hasResidueFirewall(name), let nft = try? nft(), let rules = try? nft.rules(table: Firewall.tableName(name)) else {
+            return false
+        }
+        return rules.contains { $0.chain == "output" && $0.comment?.hasPrefix("tunnelgate:\(name) ") == true }
+    }
+
+    /// `net.ipv6.conf.NAME.disable_ipv6 = 1` in the tunnel's namespace (the TUN goes with its setting).
+    func disableIPv6(on name: String) throws(SystemCallError) {
+        // A namespace (or kernel) without IPv6 has no such file: nothing to disable.
+        guard (try readSysctl("net/ipv6/conf/\(name)/disable_ipv6")) != nil else { return }
+        try writeSysctl("net/ipv6/conf/\(name)/disable_ipv6", "1")
     }
 
     // MARK: - Verify
@@ -365,11 +458,7 @@ public final class Gateway {
         }
     }
 
-    static func sameRule(_ a: RuleSpec, _ b: RuleSpec) -> Bool {
-        a.family == b.family && a.priority == b.priority && a.table == b.table
-            && (a.fwmark ?? 0) == (b.fwmark ?? 0) && a.invert == b.invert
-            && a.suppressPrefixLength == b.suppressPrefixLength
-    }
+    static func sameRule(_ a: RuleSpec, _ b: RuleSpec) -> Bool { a.sameRule(as: b) }
 
     /// Rules that belong to a slot: its table or its priorities, with Tunnelgate's marker.
     static func ownRule(_ r: RuleSpec, _ slot: TunnelSlot) -> Bool {
@@ -461,8 +550,9 @@ public final class Gateway {
             do throws(NetlinkBatchError) { try netlink.execute(routes.map { .deleteRoute($0) }, tolerating: tolerated) }
             catch { failures += error.failures.map(\.error.description) }
 
-            // The kill switch goes last: until now it kept the host from leaking.
-            if !keepFirewall {
+            // The kill switch goes last: until now it kept the host from leaking. With keepFirewall it
+            // stays (a failed run under a kill switch; a dead owner's for the next run to replace).
+            if !(keepFirewall && hasKillSwitchInPlace(journal.name)) {
                 do throws(GatewayError) {
                     let nft = try nft()
                     var names = journal.nftTables
@@ -500,7 +590,18 @@ public final class Gateway {
             throw .netlink(error)
         }
         guard failures.isEmpty else { throw .residue(name: name, failures) }
-        FileSystem.remove(state.journalPath(name))
+        if keepFirewall, hasKillSwitchInPlace(journal.name) {
+            // The kill switch stays, and so does a journal that records it: `down NAME` removes it, and the
+            // next `up` of the name replaces it in one transaction.
+            do throws(SystemCallError) {
+                let kept = try Journal(path: state.journalPath(name), name: name, slot: slot)
+                try kept.record(nftTable: Firewall.tableName(journal.name))
+            } catch {
+                throw .system(error)
+            }
+        } else {
+            FileSystem.remove(state.journalPath(name))
+        }
         finishRecord()
         FileSystem.remove(state.logPath(name))
         return true
@@ -611,8 +712,10 @@ public final class ActiveTunnel {
         self.gateway = gateway
     }
 
-    /// Removes everything and releases the name. Safe to call once; later calls do nothing.
-    public func stop() throws(GatewayError) {
+    /// Removes everything and releases the name. Safe to call once; later calls do nothing. With
+    /// `keepFirewall` (a run that failed under a kill switch) the kill switch stays, journaled, until
+    /// `down NAME`.
+    public func stop(keepFirewall: Bool = false) throws(GatewayError) {
         guard !stopped else { return }
         stopped = true
         defer {
@@ -624,7 +727,19 @@ public final class ActiveTunnel {
             }
         }
         try? dns?.forwarder?.stop()
-        try gateway.teardown(name: plan.interfaceName, tun: tun, keepRecord: true)
+        try gateway.teardown(name: plan.interfaceName, tun: tun, keepFirewall: keepFirewall, keepRecord: true)
+    }
+
+    /// Stops a run that failed: everything goes but a kill switch, which stays closed until `down NAME`.
+    /// Returns what to tell the user about what is left.
+    public func stopFailed() -> String {
+        let name = plan.interfaceName
+        let keep = plan.hasKillSwitch
+        let removed = (try? stop(keepFirewall: keep)) != nil
+        var note = ""
+        if keep { note += "\nthe kill switch stays in place (nothing leaves but through the tunnel) until `tunnelgate down \(name)`" }
+        if !removed { note += "\n(removing the tunnel failed too: run `tunnelgate down \(name)`)" }
+        return note
     }
 
     /// Publishes counters (and the runtime's status JSON) in the state file for `status`.

@@ -13,7 +13,7 @@ import TunnelgateSettings
 ///   tunnel NAME slot S
 ///   link NAME                      a TUN interface
 ///   route TABLE unicast|throw PREFIX [via GATEWAY]
-///   rule 4|6 PRIORITY TABLE FWMARK INVERT
+///   rule 4|6 PRIORITY TABLE FWMARK INVERT [suppress N] [to PREFIX] [ipproto P] [dport A-B] [uid A-B] [goto P | nop 0]
 ///   nft inet TABLE                 an nftables table (the kill switch)
 ///   sysctl PATH OLDVALUE           a kernel parameter's value before the tunnel changed it
 ///   committed                      applied and verified
@@ -79,8 +79,18 @@ public final class Journal {
             lines.append(line)
         }
         for r in rules {
-            lines.append("rule \(r.family == .ipv4 ? 4 : 6) \(r.priority) \(r.table) \(r.fwmark ?? 0) \(r.invert ? 1 : 0)"
-                         + (r.suppressPrefixLength.map { " suppress \($0)" } ?? ""))
+            var line = "rule \(r.family == .ipv4 ? 4 : 6) \(r.priority) \(r.table) \(r.fwmark ?? 0) \(r.invert ? 1 : 0)"
+            if let n = r.suppressPrefixLength { line += " suppress \(n)" }
+            if let d = r.destination { line += " to \(d)" }
+            if let p = r.ipProtocol { line += " ipproto \(p)" }
+            if let p = r.destinationPorts { line += " dport \(p.lowerBound)-\(p.upperBound)" }
+            if let u = r.uidRange { line += " uid \(u.lowerBound)-\(u.upperBound)" }
+            switch r.action {
+            case .lookup: break
+            case .goto(let target): line += " goto \(target)"
+            case .nop: line += " nop 0"
+            }
+            lines.append(line)
         }
         return lines
     }
@@ -124,11 +134,33 @@ public final class Journal {
                 let gateway = f.count == 6 ? IPAddress(f[5]) : nil
                 contents?.routes.append(RouteSpec(destination: prefix, type: f[2] == "throw" ? .throw : .unicast,
                                                   table: table, gateway: gateway))
-            case "rule" where f.count == 6 || f.count == 8:
+            case "rule" where f.count >= 6 && f.count % 2 == 0:
                 guard let priority = UInt32(f[2]), let table = UInt32(f[3]), let mark = UInt32(f[4]) else { continue }
-                contents?.rules.append(RuleSpec(family: f[1] == "6" ? .ipv6 : .ipv4, priority: priority, table: table,
-                                                fwmark: mark == 0 ? nil : mark, fwmask: mark == 0 ? nil : 0xffff_ffff,
-                                                invert: f[5] == "1", suppressPrefixLength: f.count == 8 ? UInt32(f[7]) : nil))
+                var rule = RuleSpec(family: f[1] == "6" ? .ipv6 : .ipv4, priority: priority, table: table,
+                                    fwmark: mark == 0 ? nil : mark, fwmask: mark == 0 ? nil : 0xffff_ffff,
+                                    invert: f[5] == "1")
+                // Optional fields follow as KEY VALUE pairs.
+                func range<T: FixedWidthInteger>(_ text: String, _: T.Type) -> ClosedRange<T>? {
+                    let parts = text.split(separator: "-")
+                    guard parts.count == 2, let a = T(parts[0]), let b = T(parts[1]), a <= b else { return nil }
+                    return a...b
+                }
+                var i = 6
+                while i + 1 < f.count {
+                    let value = f[i + 1]
+                    switch f[i] {
+                    case "suppress": rule.suppressPrefixLength = UInt32(value)
+                    case "to": rule.destination = IPPrefix(value)
+                    case "ipproto": rule.ipProtocol = UInt8(value)
+                    case "dport": rule.destinationPorts = range(value, UInt16.self)
+                    case "uid": rule.uidRange = range(value, UInt32.self)
+                    case "goto": if let t = UInt32(value) { rule.action = .goto(t) }
+                    case "nop": rule.action = .nop
+                    default: break
+                    }
+                    i += 2
+                }
+                contents?.rules.append(rule)
             case "nft" where f.count == 3 && f[1] == "inet":
                 contents?.nftTables.append(f[2])
             case "sysctl" where f.count == 3 && !f[1].contains(".."):

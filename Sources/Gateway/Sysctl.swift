@@ -9,6 +9,15 @@ public struct SysctlChange: Sendable, Hashable, CustomStringConvertible {
     /// Relative to /proc/sys, e.g. `net/ipv4/ip_forward`.
     public var path: String
     public var value: String
+    /// A parameter of the tunnel's own interface: it goes with the interface, so it is neither
+    /// journaled nor restored.
+    public var goesWithTunnel = false
+
+    public init(path: String, value: String, goesWithTunnel: Bool = false) {
+        self.path = path
+        self.value = value
+        self.goesWithTunnel = goesWithTunnel
+    }
 
     public var description: String { "sysctl -w \(path.replacing("/", with: "."))=\(value)" }
 }
@@ -21,8 +30,17 @@ extension TunnelPlan {
             // Reverse-path checks of marked carrier traffic use the mark, as the routing did.
             out.append(SysctlChange(path: "net/ipv4/conf/all/src_valid_mark", value: "1"))
         }
+        // Forwarding only where it is needed. IPv4 forwards what arrives on an interface whose own
+        // `forwarding` is on: the interfaces the sources are reached by, and the tunnel's (for replies).
+        // IPv6 has no per-interface forwarding in the kernel (conf/IF/forwarding only changes how the
+        // interface treats router advertisements): `all` it is.
         let sources = settings.forwarding?.sources ?? []
-        if sources.contains(where: { $0.family == .ipv4 }) { out.append(SysctlChange(path: "net/ipv4/ip_forward", value: "1")) }
+        if sources.contains(where: { $0.family == .ipv4 }) {
+            for interface in forwardingInterfaces {
+                out.append(SysctlChange(path: "net/ipv4/conf/\(interface)/forwarding", value: "1"))
+            }
+            out.append(SysctlChange(path: "net/ipv4/conf/\(interfaceName)/forwarding", value: "1", goesWithTunnel: true))
+        }
         if sources.contains(where: { $0.family == .ipv6 }) { out.append(SysctlChange(path: "net/ipv6/conf/all/forwarding", value: "1")) }
         return out
     }
@@ -70,7 +88,7 @@ extension Gateway {
             guard let old = try readSysctl(change.path) else {
                 throw SystemCallError("read(/proc/sys/\(change.path))", .noSuchEntry)
             }
-            try journal.record(sysctl: change.path, oldValue: old)
+            if !change.goesWithTunnel { try journal.record(sysctl: change.path, oldValue: old) }
             if old != change.value { try writeSysctl(change.path, change.value) }
         }
     }

@@ -8,7 +8,10 @@ import TunnelgateSettings
 public struct TunnelPlan: Sendable {
     public var settings: TunnelSettings
     public var slot: TunnelSlot
-    public var carrierAddresses: [IPAddress]
+    /// The carrier endpoints, resolved once and pinned for the tunnel's life.
+    public var carriers: [PinnedCarrier]
+    /// Whose packets to the carriers bypass the tunnel (resolved: never `.slotMark`).
+    public var carrierIdentity: CarrierIdentity
     public var routing: RoutingIntent
 
     /// Isolate mode: the namespace the interface is moved into. Its only way
@@ -16,12 +19,38 @@ public struct TunnelPlan: Sendable {
     /// exception for carriers (they stay in the caller's namespace).
     public var isolatedIn: String?
 
-    public init(settings: TunnelSettings, slot: TunnelSlot, carrierAddresses: [IPAddress], isolatedIn: String? = nil) {
+    /// Gateway mode: the interfaces by which the IPv4 `forwarding.sources` are reached (looked up
+    /// when planning), whose own `forwarding` the tunnel turns on.
+    public var forwardingInterfaces: [String] = []
+
+    public init(settings: TunnelSettings, slot: TunnelSlot, carriers: [PinnedCarrier],
+                carrierIdentity: CarrierIdentity = .slotMark, isolatedIn: String? = nil,
+                forwardingInterfaces: [String] = []) {
+        self.forwardingInterfaces = forwardingInterfaces
         self.isolatedIn = isolatedIn
         self.settings = settings
         self.slot = slot
-        self.carrierAddresses = carrierAddresses
-        self.routing = RoutingIntent(settings: settings, carrierAddresses: carrierAddresses)
+        self.carriers = carriers
+        self.carrierIdentity = carrierIdentity.resolved(for: slot)
+        // Only an unidentified runtime's carriers are throw routes (exempt for everyone); an identified
+        // one's are exempt by its rules. In isolate mode the carriers are not in this namespace at all.
+        var seen = Set<IPAddress>()
+        let throwRoutes = isolatedIn == nil && self.carrierIdentity.isUnidentified
+            ? carriers.map(\.address).filter { seen.insert($0).inserted } : []
+        self.routing = RoutingIntent(settings: settings, carrierAddresses: throwRoutes)
+    }
+
+    /// A plan whose carriers are bare addresses (any port and protocol).
+    public init(settings: TunnelSettings, slot: TunnelSlot, carrierAddresses: [IPAddress],
+                carrierIdentity: CarrierIdentity = .slotMark, isolatedIn: String? = nil) {
+        self.init(settings: settings, slot: slot, carriers: carrierAddresses.map { PinnedCarrier(address: $0) },
+                  carrierIdentity: carrierIdentity, isolatedIn: isolatedIn)
+    }
+
+    /// The carriers' addresses, each once.
+    public var carrierAddresses: [IPAddress] {
+        var seen = Set<IPAddress>()
+        return carriers.map(\.address).filter { seen.insert($0).inserted }
     }
 
     /// The nftables table (kill switch), when the settings ask for one.
@@ -39,9 +68,10 @@ public struct TunnelPlan: Sendable {
         var out: [RouteSpec] = []
         for family in routing.families where family.isActive {
             for route in family.included {
+                // Global scope: never the next hop of a route another program adds (RouteSpec.globalScope).
                 out.append(RouteSpec(destination: route.destination, type: .unicast, table: slot.table,
                                      outputInterface: interfaceIndex, interfaceName: interfaceName,
-                                     gateway: route.gateway))
+                                     gateway: route.gateway, globalScope: true))
             }
             for prefix in family.excluded {
                 out.append(RouteSpec(destination: prefix, type: .throw, table: slot.table))
@@ -50,14 +80,58 @@ public struct TunnelPlan: Sendable {
         return out
     }
 
-    /// One rule per routed family: everything not carrying the tunnel's mark looks up T.
+    /// Per routed family: everything not carrying the tunnel's mark looks up T (`not fwmark T lookup T`,
+    /// at the slot's lookup priority). A carrier identity other than the slot's mark is exempt before
+    /// that by rules that jump past it (`goto`, to a `nop` right after the lookup, so the host's own
+    /// later rules still apply): a packet plane's user only to its carriers' addresses, protocols and
+    /// ports; another mark wherever it goes, as the slot's own. Isolate mode has no carriers here.
     public var rules: [RuleSpec] {
         var rules: [RuleSpec] = []
+        let resume = slot.lookupPriority + 1
         for family in routing.families where family.isActive {
+            var exemptions: [RuleSpec] = []
+            if isolatedIn == nil {
+                switch carrierIdentity {
+                case .mark(let mark) where mark != slot.fwmark:
+                    exemptions.append(RuleSpec(family: family.family, priority: slot.exemptionPriority, table: 0,
+                                               action: .goto(resume), fwmark: mark, fwmask: 0xffff_ffff))
+                case .user(let uid):
+                    for carrier in carriers where carrier.address.family == family.family {
+                        let host = IPPrefix(address: carrier.address, length: family.family.bitWidth)!
+                        let transports: [CarrierTransport?] = carrier.transports.isEmpty ? [nil] : carrier.transports
+                        for transport in transports {
+                            exemptions.append(RuleSpec(family: family.family, priority: slot.exemptionPriority, table: 0,
+                                                       action: .goto(resume), destination: host,
+                                                       ipProtocol: transport?.protocolNumber,
+                                                       destinationPorts: carrier.port.map { $0...$0 },
+                                                       uidRange: uid...uid))
+                        }
+                    }
+                default:
+                    break
+                }
+            }
+            rules += exemptions
             rules.append(RuleSpec(family: family.family, priority: slot.lookupPriority, table: slot.table,
                                   fwmark: slot.fwmark, fwmask: 0xffff_ffff, invert: true))
+            if !exemptions.isEmpty {
+                rules.append(RuleSpec(family: family.family, priority: resume, table: 0, action: .nop))
+            }
         }
         return rules
+    }
+
+    /// The carrier exemption in words, for `plan` and `status`.
+    public var carrierExemption: String {
+        if isolatedIn != nil { return "none here (isolate mode: the carriers are reached from the caller's namespace)" }
+        if carriers.isEmpty { return "no carrier endpoints" }
+        let list = carriers.map(\.description).joined(separator: ", ")
+        switch carrierIdentity {
+        case .unidentified(let reason):
+            return "by address only, for every process (weaker: \(reason)): \(list)"
+        default:
+            return "only \(carrierIdentity.summary) to \(list); everyone else's packets to these addresses go into the tunnel"
+        }
     }
 
     /// Everything after the TUN is created, in one netlink batch: the link
@@ -74,8 +148,10 @@ public struct TunnelPlan: Sendable {
     public func describe(maximumRoutesShown: Int = 50) -> [String] {
         var lines: [String] = []
         lines.append("# tunnel \(interfaceName): table \(slot.table), fwmark 0x\(String(slot.fwmark, radix: 16)), rule priority \(slot.lookupPriority)")
-        let carriers = carrierAddresses.map(\.description).joined(separator: ", ")
-        lines.append("# carrier endpoints (kept off the tunnel): \(carriers.isEmpty ? "none" : carriers)")
+        lines.append("# carrier exemption: \(carrierExemption)")
+        for carrier in carriers where carrier.hostName != nil {
+            lines.append("# \(carrier.hostName!) resolved to \(carrier.address), pinned for the tunnel's life")
+        }
         lines.append("ip tuntap add dev \(interfaceName) mode tun   # TUNSETIFF, IFF_TUN|IFF_NO_PI, held open by tunnelgate")
         if let ns = isolatedIn {
             lines.append("ip link set dev \(interfaceName) netns \(ns)   # isolate mode: configured there, carriers stay here")
@@ -99,7 +175,10 @@ public struct TunnelPlan: Sendable {
                 lines.append("nft add chain inet \(table.name) \(chain.name) { type \(chain.kind.rawValue) hook \(chain.hook) priority \(chain.priority); policy \(chain.policy); }   # \(chain.rules.count) rules")
             }
         }
-        for change in sysctls { lines.append("\(change)   # restored on down") }
+        for change in sysctls { lines.append("\(change)   # \(change.goesWithTunnel ? "goes with the interface" : "restored on down")") }
+        if settings.ipv6Settings == nil {
+            lines.append("sysctl -w net.ipv6.conf.\(interfaceName).disable_ipv6=1   # no ipv6Settings: no IPv6 of any kind on the TUN")
+        }
         if settings.dnsSettings != nil {
             lines.append("# dnsSettings: applied through the DNS backend detected at up")
         }

@@ -53,6 +53,8 @@ public struct TunnelRecord: Codable, Sendable, Equatable {
     public var dnsBackend: String?
     /// The namespace the tunnel's interface was moved into (isolate mode).
     public var isolatedIn: String?
+    /// Whose packets to the carriers bypass the tunnel, in words (TunnelPlan.carrierExemption).
+    public var carrierExemption: String?
     public var counters: PacketCounters?
 
     public func write(to path: String) throws(SystemCallError) {

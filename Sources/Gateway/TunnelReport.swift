@@ -24,6 +24,8 @@ public struct TunnelReport: Codable, Sendable {
     public var namespace: String?
     /// The DNS backend used (systemd-resolved, netns resolv.conf, resolv.conf).
     public var dns: String?
+    /// Whose packets to the carriers bypass the tunnel (the plan's words).
+    public var carrierExemption: String?
     public var interface: String?
     public var interfaceIndex: Int32?
     public var mtu: UInt32?
@@ -82,9 +84,13 @@ extension Gateway {
     /// Only the NEVPNStatus of `name`, from the state directory (no kernel
     /// dumps): cheap enough to poll.
     public func status(of name: String) throws(GatewayError) -> TunnelStatus {
+        // The record first, then the lock: a stopping owner writes `disconnected`, releases the lock and
+        // then removes the record, so a record gone by the time the lock is looked at can never make a
+        // stopping tunnel read as one starting (a held lock without a record).
+        let record = TunnelRecord.read(from: state.statePath(name))
         let held = try system { () throws(SystemCallError) in try FileLock.isHeld(state.lockPath(name)) }
         guard held else { return .disconnected }
-        return Self.heldStatus(TunnelRecord.read(from: state.statePath(name)))
+        return Self.heldStatus(record)
     }
 
     /// Records how the tunnel's run ended: `error` for a failure, nil for a clean stop (which clears
@@ -122,14 +128,16 @@ extension Gateway {
 
     public func report(_ name: String) throws(GatewayError) -> TunnelReport {
         var report = TunnelReport(name: name, status: .disconnected)
-        let held = try system { () throws(SystemCallError) in try FileLock.isHeld(state.lockPath(name)) }
+        // The record before the lock, as in status(of:).
         let record = TunnelRecord.read(from: state.statePath(name))
+        let held = try system { () throws(SystemCallError) in try FileLock.isHeld(state.lockPath(name)) }
         let journal = try? Journal.read(path: state.journalPath(name))
         if held {
             report.status = Self.heldStatus(record)
             report.pid = record?.pid
             report.namespace = record?.isolatedIn
             report.dns = record?.dnsBackend
+            report.carrierExemption = record?.carrierExemption
             report.counters = record?.counters
             report.runtime = record?.runtimeStatus.flatMap { try? JSONParser.parse(Array($0.utf8)) }
         } else {

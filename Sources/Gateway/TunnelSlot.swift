@@ -28,6 +28,8 @@ public struct TunnelSlot: Sendable, Hashable, Codable {
     }
     /// `not fwmark M lookup T`.
     public var lookupPriority: UInt32 { priorities.lowerBound + 5 }
+    /// The carrier identity's exemptions (`… goto lookupPriority + 1`), before the lookup.
+    public var exemptionPriority: UInt32 { priorities.lowerBound + 3 }
 
     /// The slot a table number belongs to, when it is one of Tunnelgate's.
     public init?(table: UInt32) {

@@ -163,12 +163,29 @@ extension NetlinkSocket {
             guard IPFamily(addressFamily: frh.family) == family else { return }
             var spec = RuleSpec(family: family, priority: 0, table: UInt32(frh.table),
                                 invert: frh.flags & UInt32(FIB_RULE_INVERT) != 0, protocolID: 0)
-            forEachAttribute(in: attrs, length: length) { t, data, _ in
+            switch Int32(frh.action) {
+            case Int32(FR_ACT_GOTO): spec.action = .goto(0)
+            case Int32(FR_ACT_NOP): spec.action = .nop
+            default: spec.action = .lookup
+            }
+            forEachAttribute(in: attrs, length: length) { t, data, size in
                 switch t {
                 case u16(FRA_PRIORITY): spec.priority = data.loadUnaligned(as: UInt32.self)
                 case u16(FRA_TABLE): spec.table = data.loadUnaligned(as: UInt32.self)
+                case u16(FRA_GOTO): spec.action = .goto(data.loadUnaligned(as: UInt32.self))
+                case u16(FRA_DST):
+                    if let address = attributeAddress(data, size) {
+                        spec.destination = IPPrefix(address: address, length: Int(frh.dst_len))
+                    }
                 case u16(FRA_FWMARK): spec.fwmark = data.loadUnaligned(as: UInt32.self)
                 case u16(FRA_FWMASK): spec.fwmask = data.loadUnaligned(as: UInt32.self)
+                case u16(FRA_IP_PROTO): spec.ipProtocol = data.load(as: UInt8.self)
+                case u16(FRA_DPORT_RANGE):
+                    let r = data.loadUnaligned(as: fib_rule_port_range.self)
+                    if r.start <= r.end { spec.destinationPorts = r.start...r.end }
+                case u16(FRA_UID_RANGE):
+                    let r = data.loadUnaligned(as: fib_rule_uid_range.self)
+                    if r.start <= r.end { spec.uidRange = r.start...r.end }
                 case u16(FRA_SUPPRESS_PREFIXLEN):
                     let v = data.loadUnaligned(as: UInt32.self)
                     spec.suppressPrefixLength = v == UInt32.max ? nil : v
@@ -176,6 +193,7 @@ extension NetlinkSocket {
                 default: break
                 }
             }
+            if spec.action != .lookup { spec.table = 0 }
             out.append(RuleInfo(spec: spec, action: frh.action))
         }
         return out

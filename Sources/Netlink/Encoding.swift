@@ -87,7 +87,7 @@ extension NetlinkSocket {
             rtm.rtm_table = r.table < 256 ? UInt8(r.table) : u8(RT_TABLE_UNSPEC)
             rtm.rtm_protocol = r.protocolID
             rtm.rtm_type = r.type.rawValue
-            rtm.rtm_scope = r.type == .unicast && r.gateway == nil ? u8(RT_SCOPE_LINK) : u8(RT_SCOPE_UNIVERSE)
+            rtm.rtm_scope = r.type == .unicast && r.gateway == nil && !r.globalScope ? u8(RT_SCOPE_LINK) : u8(RT_SCOPE_UNIVERSE)
             if r.gateway != nil { rtm.rtm_flags = UInt32(RTNH_F_ONLINK) }
             put(nlh, rtm)
             mnl_attr_put_u32(nlh, u16(RTA_TABLE), r.table)
@@ -108,14 +108,34 @@ extension NetlinkSocket {
             if add { flags |= Int32(NLM_F_CREATE | NLM_F_EXCL) }
             var frh = fib_rule_hdr()
             frh.family = r.family.addressFamily
-            frh.table = r.table < 256 ? UInt8(r.table) : 0
-            frh.action = u8(FR_ACT_TO_TBL)
+            switch r.action {
+            case .lookup:
+                frh.table = r.table < 256 ? UInt8(r.table) : 0
+                frh.action = u8(FR_ACT_TO_TBL)
+            case .goto: frh.action = u8(FR_ACT_GOTO)
+            case .nop: frh.action = u8(FR_ACT_NOP)
+            }
+            if let destination = r.destination { frh.dst_len = UInt8(destination.length) }
             if r.invert { frh.flags = UInt32(FIB_RULE_INVERT) }
             put(nlh, frh)
             mnl_attr_put_u32(nlh, u16(FRA_PRIORITY), r.priority)
-            mnl_attr_put_u32(nlh, u16(FRA_TABLE), r.table)
+            switch r.action {
+            case .lookup: mnl_attr_put_u32(nlh, u16(FRA_TABLE), r.table)
+            case .goto(let target): mnl_attr_put_u32(nlh, u16(FRA_GOTO), target)
+            case .nop: break
+            }
+            if let destination = r.destination { putAddress(nlh, u16(FRA_DST), destination.network.address) }
             if let mark = r.fwmark { mnl_attr_put_u32(nlh, u16(FRA_FWMARK), mark) }
             if let mask = r.fwmask { mnl_attr_put_u32(nlh, u16(FRA_FWMASK), mask) }
+            if let proto = r.ipProtocol { mnl_attr_put_u8(nlh, u16(FRA_IP_PROTO), proto) }
+            if let ports = r.destinationPorts {
+                var range = fib_rule_port_range(start: ports.lowerBound, end: ports.upperBound)
+                withUnsafeBytes(of: &range) { mnl_attr_put(nlh, u16(FRA_DPORT_RANGE), $0.count, $0.baseAddress) }
+            }
+            if let uids = r.uidRange {
+                var range = fib_rule_uid_range(start: uids.lowerBound, end: uids.upperBound)
+                withUnsafeBytes(of: &range) { mnl_attr_put(nlh, u16(FRA_UID_RANGE), $0.count, $0.baseAddress) }
+            }
             if let n = r.suppressPrefixLength { mnl_attr_put_u32(nlh, u16(FRA_SUPPRESS_PREFIXLEN), n) }
             mnl_attr_put_u8(nlh, u16(FRA_PROTOCOL), r.protocolID)
         }

@@ -24,10 +24,17 @@ public struct RouteSpec: Sendable, Hashable, CustomStringConvertible {
     public var interfaceName: String?
     public var gateway: IPAddress?
     public var protocolID: UInt8
+    /// `scope global` for a route without a gateway, instead of the usual `scope link`. The kernel
+    /// resolves a new route's gateway only through routes of link scope or narrower: a `dev TUN` route
+    /// of global scope can never become the next hop of a route someone else adds (`ip route replace
+    /// default via GW` without `dev`), while packets still take it.
+    public var globalScope: Bool
 
     public init(destination: IPPrefix, type: RouteType = .unicast, table: UInt32,
                 outputInterface: Int32? = nil, interfaceName: String? = nil,
-                gateway: IPAddress? = nil, protocolID: UInt8 = tunnelgateRouteProtocol) {
+                gateway: IPAddress? = nil, protocolID: UInt8 = tunnelgateRouteProtocol,
+                globalScope: Bool = false) {
+        self.globalScope = globalScope
         self.destination = destination
         self.type = type
         self.table = table
@@ -45,6 +52,7 @@ public struct RouteSpec: Sendable, Hashable, CustomStringConvertible {
         if let gateway { s += " via \(gateway)" }
         if type == .unicast, let name = interfaceName ?? outputInterface.map({ "if\($0)" }) { s += " dev \(name)" }
         if gateway != nil { s += " onlink" }
+        if type == .unicast, gateway == nil, globalScope { s += " scope global" }
         s += " table \(table) proto \(protocolID)"
         return s
     }
@@ -56,27 +64,55 @@ public struct RouteSpec: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+/// What a policy rule does when it matches (fib_rule_hdr.action).
+public enum RuleAction: Sendable, Hashable {
+    /// FR_ACT_TO_TBL: look the destination up in the rule's table.
+    case lookup
+    /// FR_ACT_GOTO: continue with the rules from this priority on (FRA_GOTO).
+    case goto(UInt32)
+    /// FR_ACT_NOP: nothing; a target for `goto`.
+    case nop
+}
+
 /// A policy routing rule. Equivalent to
-/// `ip rule add [not] [fwmark M/MASK] [lookup T] [suppress_prefixlength N] pref P proto P`.
+/// `ip rule add [not] [to PREFIX] [fwmark M/MASK] [ipproto P] [dport N[-M]] [uidrange A-B]
+/// lookup T|goto P|nop [suppress_prefixlength N] pref P proto P`.
 public struct RuleSpec: Sendable, Hashable, CustomStringConvertible {
     public var family: IPFamily
     public var priority: UInt32
+    /// The table of a `lookup` rule; 0 for `goto` and `nop`.
     public var table: UInt32
+    public var action: RuleAction
+    /// `to PREFIX` (FRA_DST).
+    public var destination: IPPrefix?
     public var fwmark: UInt32?
     public var fwmask: UInt32?
+    /// `ipproto P` (FRA_IP_PROTO): 6 tcp, 17 udp.
+    public var ipProtocol: UInt8?
+    /// `dport A-B` (FRA_DPORT_RANGE).
+    public var destinationPorts: ClosedRange<UInt16>?
+    /// `uidrange A-B` (FRA_UID_RANGE): the owner of the sending socket.
+    public var uidRange: ClosedRange<UInt32>?
     /// `not`: the rule matches packets its selector does not match.
     public var invert: Bool
     public var suppressPrefixLength: UInt32?
     public var protocolID: UInt8
 
-    public init(family: IPFamily, priority: UInt32, table: UInt32, fwmark: UInt32? = nil,
-                fwmask: UInt32? = nil, invert: Bool = false, suppressPrefixLength: UInt32? = nil,
-                protocolID: UInt8 = tunnelgateRouteProtocol) {
+    public init(family: IPFamily, priority: UInt32, table: UInt32, action: RuleAction = .lookup,
+                destination: IPPrefix? = nil, fwmark: UInt32? = nil, fwmask: UInt32? = nil,
+                ipProtocol: UInt8? = nil, destinationPorts: ClosedRange<UInt16>? = nil,
+                uidRange: ClosedRange<UInt32>? = nil, invert: Bool = false,
+                suppressPrefixLength: UInt32? = nil, protocolID: UInt8 = tunnelgateRouteProtocol) {
         self.family = family
         self.priority = priority
         self.table = table
+        self.action = action
+        self.destination = destination
         self.fwmark = fwmark
         self.fwmask = fwmask
+        self.ipProtocol = ipProtocol
+        self.destinationPorts = destinationPorts
+        self.uidRange = uidRange
         self.invert = invert
         self.suppressPrefixLength = suppressPrefixLength
         self.protocolID = protocolID
@@ -85,16 +121,38 @@ public struct RuleSpec: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         var s = "pref \(priority)"
         if invert { s += " not" }
+        var selected = false
+        if let destination { s += " to \(destination)"; selected = true }
         if let fwmark {
             s += " fwmark 0x\(String(fwmark, radix: 16))"
             if let fwmask { s += "/0x\(String(fwmask, radix: 16))" }
-        } else {
-            s += " from all"
+            selected = true
         }
-        s += " lookup \(table == 254 ? "main" : String(table))"
+        if let ipProtocol {
+            s += " ipproto \(ipProtocol == 6 ? "tcp" : ipProtocol == 17 ? "udp" : String(ipProtocol))"
+            selected = true
+        }
+        if let p = destinationPorts { s += p.count == 1 ? " dport \(p.lowerBound)" : " dport \(p.lowerBound)-\(p.upperBound)"; selected = true }
+        if let u = uidRange { s += " uidrange \(u.lowerBound)-\(u.upperBound)"; selected = true }
+        if !selected { s += " from all" }
+        switch action {
+        case .lookup: s += " lookup \(table == 254 ? "main" : String(table))"
+        case .goto(let target): s += " goto \(target)"
+        case .nop: s += " nop"
+        }
         if let suppressPrefixLength { s += " suppress_prefixlength \(suppressPrefixLength)" }
         s += " proto \(protocolID)"
         return s
+    }
+
+    /// The rule's identity for comparing plan and kernel: every selector and the action.
+    public func sameRule(as other: RuleSpec) -> Bool {
+        family == other.family && priority == other.priority && action == other.action
+            && (action != .lookup || table == other.table)
+            && destination == other.destination
+            && (fwmark ?? 0) == (other.fwmark ?? 0) && invert == other.invert
+            && ipProtocol == other.ipProtocol && destinationPorts == other.destinationPorts
+            && uidRange == other.uidRange && suppressPrefixLength == other.suppressPrefixLength
     }
 }
 

@@ -95,7 +95,8 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
             let cancel = cancelRequest.withLock { $0 }
             if cancel.requested {
                 log("the provider cancelled the tunnel\(cancel.error.map { ": \($0.message)" } ?? "")")
-                let clean = removeSettings()
+                // Cancelled with an error, a kill switch stays closed until `tunnelgate down` (fail-closed).
+                let clean = removeSettings(keepingKillSwitch: cancel.error != nil)
                 if let error = cancel.error { recordDisconnect(error) }
                 return cancel.error == nil && clean ? 0 : 1
             }
@@ -105,7 +106,7 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
                 if let error = start.error {
                     // As on iOS: a failed start ends the tunnel without stopTunnel.
                     log("startTunnel failed: \(error.message)")
-                    _ = removeSettings()
+                    _ = removeSettings(keepingKillSwitch: true)
                     recordDisconnect(error)
                     return 1
                 }
@@ -147,12 +148,19 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
         return removeSettings() ? 0 : 1
     }
 
-    /// Removes the applied settings and closes the flow; true when nothing was left behind.
-    private func removeSettings() -> Bool {
+    /// Removes the applied settings and closes the flow; true when nothing was left behind. With
+    /// `keepingKillSwitch` (the provider failed) a kill switch stays in place until `tunnelgate down NAME`.
+    private func removeSettings(keepingKillSwitch: Bool = false) -> Bool {
         engineQueue.sync {
             provider?.packetFlow.close()
             var ok = true
-            do throws(GatewayError) { try applyLocked(nil) } catch { log("removing the settings failed: \(error)"); ok = false }
+            do throws(GatewayError) { try applyLocked(nil, keepingKillSwitch: keepingKillSwitch) } catch {
+                log("removing the settings failed: \(error)")
+                ok = false
+            }
+            if keepingKillSwitch, let gateway, gateway.hasKillSwitchInPlace(configuration.interfaceName) {
+                log("the kill switch stays in place until `tunnelgate down \(configuration.interfaceName)`")
+            }
             setStatusLocked(.disconnected)
             return ok
         }
@@ -223,7 +231,7 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
 
     /// nil removes; settings replace whatever is applied (stop, then up: the
     /// provider keeps running, the TUN is recreated).
-    private func applyLocked(_ settings: TunnelSettings?) throws(GatewayError) {
+    private func applyLocked(_ settings: TunnelSettings?, keepingKillSwitch: Bool = false) throws(GatewayError) {
         // Settings again while running: only the difference, as on iOS; the TUN and packetFlow stay.
         if let current = active, let settings, let gateway, try gateway.reapply(current, settings, resolver: SystemResolver()) {
             return
@@ -234,7 +242,9 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
             // Never repair what the provider removes: the monitor goes with the tunnel it watched.
             monitor = nil
             active = nil
-            try current.stop()
+            // Replaced by other settings, a kill switch stays until the new one replaces it in one
+            // transaction; removed (settings nil) it goes, unless the provider failed.
+            try current.stop(keepFirewall: current.plan.hasKillSwitch && (settings != nil || keepingKillSwitch))
         }
         guard let settings else { return }
         if gateway == nil {
@@ -242,7 +252,11 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
             g.log = log
             gateway = g
         }
-        let tunnel = try gateway!.up(settings, resolver: SystemResolver(), configPath: nil, awaitingRuntime: !started)
+        // The provider opens its own sockets to its server, in this process: they cannot be told apart
+        // from anyone else's, so its carriers are exempt by address (the weaker rule, said in status).
+        let tunnel = try gateway!.up(settings, resolver: SystemResolver(), configPath: nil, awaitingRuntime: !started,
+                                     carrierIdentity: .unidentified(reason: "a NetworkExtension provider opens its own "
+                                         + "sockets inside its host process, where they cannot be told apart from other processes' sockets"))
         active = tunnel
         tunnel.publish(status: status == .disconnected ? .connecting : Self.tunnelStatus(status))
         do throws(GatewayError) { monitor = try gateway!.makeMonitor() } catch {

@@ -2,6 +2,7 @@ import TunnelgateSettings
 
 /// The netfilter hook a base chain attaches to (NF_INET_*).
 public enum NftHook: UInt32, Sendable, Hashable {
+    case prerouting = 0   // NF_INET_PRE_ROUTING
     case input = 1        // NF_INET_LOCAL_IN
     case forward = 2      // NF_INET_FORWARD
     case output = 3       // NF_INET_LOCAL_OUT
@@ -12,6 +13,18 @@ public enum NftVerdict: Sendable, Hashable {
     case accept, drop
     /// `masquerade` (nat chains on postrouting).
     case masquerade
+    /// No verdict: the rule's statements run and evaluation goes on with the next rule.
+    case next
+}
+
+/// A statement a rule runs when it matches, before its verdict.
+public enum NftStatement: Sendable, Hashable {
+    /// `tcp option maxseg size set N`.
+    case setTCPMaximumSegmentSize(UInt16)
+    /// `ct mark set N`: the connection remembers a mark.
+    case setConntrackMark(UInt32)
+    /// `meta mark set ct mark`: the packet gets its connection's mark back.
+    case restoreMarkFromConntrack
 }
 
 /// One condition of a rule; a rule matches when all of its conditions do.
@@ -38,17 +51,30 @@ public enum NftMatch: Sendable, Hashable {
     case establishedOrRelated
     /// `meta mark N`.
     case mark(UInt32)
+    /// `meta skuid N`: the sending socket's owner (output and postrouting hooks only).
+    case socketUser(UInt32)
+    /// `ct mark N`.
+    case conntrackMark(UInt32)
+    /// `meta l4proto P th sport N`.
+    case transportSource(protocolNumber: UInt8, sourcePort: UInt16)
+    /// `tcp flags syn` (SYN set, with or without ACK).
+    case tcpSYN
+    /// `tcp option maxseg size > N`.
+    case tcpMaximumSegmentSizeAbove(UInt16)
 }
 
 public struct NftRule: Sendable, Hashable {
     public var matches: [NftMatch]
+    public var statements: [NftStatement]
     public var verdict: NftVerdict
     /// Shown by `nft list` as the rule's comment; also the ownership marker.
     public var comment: String
     public var counter: Bool
 
-    public init(_ matches: [NftMatch], _ verdict: NftVerdict, comment: String, counter: Bool = true) {
+    public init(_ matches: [NftMatch], _ verdict: NftVerdict, statements: [NftStatement] = [], comment: String,
+                counter: Bool = true) {
         self.matches = matches
+        self.statements = statements
         self.verdict = verdict
         self.comment = comment
         self.counter = counter

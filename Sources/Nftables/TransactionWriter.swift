@@ -166,10 +166,54 @@ struct ExpressionCompiler {
     func compile(_ r: NftRule) {
         for m in r.matches { compile(m) }
         if r.counter { add("counter") { _ in } }
+        for statement in r.statements { compile(statement) }
         switch r.verdict {
         case .accept: verdict(NF_ACCEPT)
         case .drop: verdict(NF_DROP)
         case .masquerade: add("masq") { _ in }
+        case .next: break
+        }
+    }
+
+    private func compile(_ statement: NftStatement) {
+        switch statement {
+        case .setTCPMaximumSegmentSize(let size):
+            add("immediate") { e in
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_IMM_DREG), register)
+                [UInt8(size >> 8), UInt8(size & 0xff)].withUnsafeBytes {
+                    _ = nftnl_expr_set(e, u16(NFTNL_EXPR_IMM_DATA), $0.baseAddress, UInt32($0.count))
+                }
+            }
+            tcpMaximumSegmentSizeOption { e in nftnl_expr_set_u32(e, u16(NFTNL_EXPR_EXTHDR_SREG), register) }
+        case .setConntrackMark(let mark):
+            add("immediate") { e in
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_IMM_DREG), register)
+                withUnsafeBytes(of: mark) { _ = nftnl_expr_set(e, u16(NFTNL_EXPR_IMM_DATA), $0.baseAddress, UInt32($0.count)) }
+            }
+            add("ct") { e in
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_CT_KEY), u32(NFT_CT_MARK))
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_CT_SREG), register)
+            }
+        case .restoreMarkFromConntrack:
+            add("ct") { e in
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_CT_KEY), u32(NFT_CT_MARK))
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_CT_DREG), register)
+            }
+            add("meta") { e in
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_META_KEY), u32(NFT_META_MARK))
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_META_SREG), register)
+            }
+        }
+    }
+
+    /// `exthdr` on TCP option 2 (maximum segment size), its 2-byte value at offset 2.
+    private func tcpMaximumSegmentSizeOption(_ configure: (OpaquePointer) -> Void) {
+        add("exthdr") { e in
+            nftnl_expr_set_u32(e, u16(NFTNL_EXPR_EXTHDR_OP), u32(NFT_EXTHDR_OP_TCPOPT))
+            nftnl_expr_set_u8(e, u16(NFTNL_EXPR_EXTHDR_TYPE), 2)
+            nftnl_expr_set_u32(e, u16(NFTNL_EXPR_EXTHDR_OFFSET), 2)
+            nftnl_expr_set_u32(e, u16(NFTNL_EXPR_EXTHDR_LEN), 2)
+            configure(e)
         }
     }
 
@@ -298,6 +342,29 @@ struct ExpressionCompiler {
         case .mark(let mark):
             meta(NFT_META_MARK)
             compare(NFT_CMP_EQ, withUnsafeBytes(of: mark) { Array($0) })
+        case .socketUser(let uid):
+            meta(NFT_META_SKUID)
+            compare(NFT_CMP_EQ, withUnsafeBytes(of: uid) { Array($0) })
+        case .conntrackMark(let mark):
+            add("ct") { e in
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_CT_KEY), u32(NFT_CT_MARK))
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_CT_DREG), register)
+            }
+            compare(NFT_CMP_EQ, withUnsafeBytes(of: mark) { Array($0) })
+        case .transportSource(let proto, let port):
+            meta(NFT_META_L4PROTO)
+            compare(NFT_CMP_EQ, [proto])
+            payload(NFT_PAYLOAD_TRANSPORT_HEADER, offset: 0, length: 2)
+            compare(NFT_CMP_EQ, [UInt8(port >> 8), UInt8(port & 0xff)])
+        case .tcpSYN:
+            meta(NFT_META_L4PROTO)
+            compare(NFT_CMP_EQ, [6])
+            payload(NFT_PAYLOAD_TRANSPORT_HEADER, offset: 13, length: 1)
+            bitwiseAnd([0x02])
+            compare(NFT_CMP_NEQ, [0])
+        case .tcpMaximumSegmentSizeAbove(let size):
+            tcpMaximumSegmentSizeOption { e in nftnl_expr_set_u32(e, u16(NFTNL_EXPR_EXTHDR_DREG), register) }
+            compare(NFT_CMP_GT, [UInt8(size >> 8), UInt8(size & 0xff)])
         }
     }
 }

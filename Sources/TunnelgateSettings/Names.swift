@@ -46,8 +46,26 @@ extension CarrierEndpoint {
         var message: String { if case .invalid(let m) = self { return m }; return "" }
     }
 
-    /// Parses `ADDRESS`, `ADDRESS:PORT`, `[IPV6]:PORT`, `HOST` or `HOST:PORT`.
+    /// Parses `ADDRESS`, `ADDRESS:PORT`, `[IPV6]:PORT`, `HOST` or `HOST:PORT`, each optionally followed
+    /// by `/udp` or `/tcp` (with a port only).
     public static func parse(_ text: String) -> Result<CarrierEndpoint, ParseError> {
+        guard let slash = text.lastIndex(of: "/") else { return parseHostAndPort(text) }
+        let suffix = String(text[text.index(after: slash)...])
+        guard let transport = CarrierTransport(rawValue: suffix.lowercased()) else {
+            return .failure(.invalid("'\(text)': the transport after '/' must be udp or tcp"))
+        }
+        switch parseHostAndPort(String(text[..<slash])) {
+        case .failure(let e): return .failure(e)
+        case .success(var endpoint):
+            guard endpoint.port != nil else {
+                return .failure(.invalid("'\(text)': /\(suffix) needs a port (HOST:PORT/\(suffix))"))
+            }
+            endpoint.transport = transport
+            return .success(endpoint)
+        }
+    }
+
+    private static func parseHostAndPort(_ text: String) -> Result<CarrierEndpoint, ParseError> {
         func port(_ p: Substring) -> UInt16?? {
             guard let n = UInt16(p), n > 0, p.allSatisfy({ $0.isNumber }) else { return .some(nil) }
             return .some(n)

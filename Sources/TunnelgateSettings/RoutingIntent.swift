@@ -10,30 +10,11 @@ public struct ResolveFailure: Error, Sendable, Equatable {
 }
 
 extension TunnelSettings {
-    /// Resolves the carrier endpoints to addresses. Every endpoint must
+    /// Resolves the carrier endpoints to addresses (each once, in order). Every endpoint must
     /// resolve; each failure is reported under its key path.
     public func resolveCarrierEndpoints(using resolver: some HostResolver) throws(ConfigurationError) -> [IPAddress] {
-        var addresses: [IPAddress] = []
-        var problems: [ConfigProblem] = []
-        for endpoint in carrierEndpoints {
-            switch endpoint.host {
-            case .address(let a):
-                addresses.append(a)
-            case .name(let name):
-                let path = endpoint.keyPath
-                switch resolver.resolve(name) {
-                case .success(let resolved) where !resolved.isEmpty:
-                    addresses.append(contentsOf: resolved)
-                case .success:
-                    problems.append(ConfigProblem(path: path, reason: "'\(name)' resolves to no address"))
-                case .failure(let failure):
-                    problems.append(ConfigProblem(path: path, reason: "'\(name)' does not resolve (\(failure.reason))"))
-                }
-            }
-        }
-        guard problems.isEmpty else { throw ConfigurationError(problems) }
         var seen = Set<IPAddress>()
-        return addresses.filter { seen.insert($0).inserted }
+        return try pinCarrierEndpoints(using: resolver).map(\.address).filter { seen.insert($0).inserted }
     }
 }
 

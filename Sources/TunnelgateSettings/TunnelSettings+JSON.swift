@@ -151,7 +151,7 @@ struct SettingsReader {
             // The peers' endpoints are carriers: kept off the tunnel, let through the kill switch.
             for (i, peer) in wg.peers.enumerated() {
                 guard let endpoint = peer.endpoint?.carrier(keyPath: "runtime.peers[\(i)].endpoint") else { continue }
-                if !carriers.contains(where: { $0.host == endpoint.host }) { carriers.append(endpoint) }
+                if !carriers.contains(where: { $0.covers(endpoint) }) { carriers.append(endpoint) }
             }
         }
         if let (_, p) = meshAddress, runtime != nil {

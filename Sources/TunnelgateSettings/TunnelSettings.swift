@@ -179,7 +179,9 @@ public struct DNSSettings: Sendable, Equatable {
 }
 
 /// A server the tunnel's runtime talks to over the physical network: an IP
-/// address or a host name, with an optional port (informational).
+/// address or a host name, with an optional port and transport. Only the
+/// runtime's own sockets (its carrier identity) reach it outside the tunnel,
+/// and only at that port and transport when they are given.
 public struct CarrierEndpoint: Sendable, Hashable, CustomStringConvertible {
     public enum Host: Sendable, Hashable {
         case address(IPAddress)
@@ -187,18 +189,27 @@ public struct CarrierEndpoint: Sendable, Hashable, CustomStringConvertible {
     }
     public var host: Host
     public var port: UInt16?
+    /// nil: UDP and TCP when a port is given, any protocol without one.
+    public var transport: CarrierTransport?
     /// Where the configuration named it (`carrierEndpoints[2]`,
     /// `tunnelRemoteAddress`), for error messages. Not part of equality.
     public var keyPath: String
 
-    public init(host: Host, port: UInt16? = nil, keyPath: String = "") {
+    public init(host: Host, port: UInt16? = nil, transport: CarrierTransport? = nil, keyPath: String = "") {
         self.host = host
         self.port = port
+        self.transport = transport
         self.keyPath = keyPath
     }
 
-    public static func == (a: Self, b: Self) -> Bool { a.host == b.host && a.port == b.port }
-    public func hash(into hasher: inout Hasher) { hasher.combine(host); hasher.combine(port) }
+    public static func == (a: Self, b: Self) -> Bool { a.host == b.host && a.port == b.port && a.transport == b.transport }
+    public func hash(into hasher: inout Hasher) { hasher.combine(host); hasher.combine(port); hasher.combine(transport) }
+
+    /// True when this endpoint lets through everything `other` does (same host; no port, or the same
+    /// port with no transport or the same one).
+    public func covers(_ other: CarrierEndpoint) -> Bool {
+        host == other.host && (port == nil || (port == other.port && (transport == nil || transport == other.transport)))
+    }
 
     public var description: String {
         let h: String

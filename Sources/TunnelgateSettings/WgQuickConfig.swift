@@ -428,11 +428,12 @@ struct WgQuickParser {
 
         // Every endpoint is a carrier: kept off the tunnel, resolved as carriers are.
         var carrierValues: [JSONValue] = []
-        var carrierHosts: [CarrierEndpoint.Host] = []
-        for e in endpoints where !carrierHosts.contains(e.endpoint.host) {
+        var carrierSeen: [WireGuardSettings.Endpoint] = []
+        for e in endpoints where !carrierSeen.contains(e.endpoint) {
             origins["carrierEndpoints[\(carrierValues.count)]"] = Origin(line: e.line, label: label(e.line, p, "Endpoint"))
-            carrierHosts.append(e.endpoint.host)
-            carrierValues.append(.string(e.endpoint.description))
+            carrierSeen.append(e.endpoint)
+            // UDP to the peer's port: the only carrier traffic a WireGuard peer has.
+            carrierValues.append(.string(e.endpoint.description + "/udp"))
         }
         if !carrierValues.isEmpty { top.append(("carrierEndpoints", .array(carrierValues))) }
 

@@ -30,12 +30,12 @@ public struct WireGuardSettings: Sendable, Equatable {
             }
         }
 
-        /// The carrier endpoint that keeps this address off the tunnel.
+        /// The carrier endpoint of this peer: UDP to its address and port.
         public func carrier(keyPath: String) -> CarrierEndpoint {
-            CarrierEndpoint(host: host, port: port, keyPath: keyPath)
+            CarrierEndpoint(host: host, port: port, transport: .udp, keyPath: keyPath)
         }
 
-        public var description: String { carrier(keyPath: "").description }
+        public var description: String { CarrierEndpoint(host: host, port: port).description }
     }
 
     /// One `[Peer]`.

@@ -23,6 +23,9 @@ public final class WireGuardRuntime: HostedRuntime {
     let settings: WireGuardSettings
     private var interfaceName: String?
     private var slotMark: UInt32?
+    /// Peers whose endpoint is a host name, pinned by `attach` to the plan's resolved address.
+    private var namedEndpoints: [(WireGuardKey, String, UInt16)] = []
+    private var unpinned: [String] = []
     private var started = false
     private var stopped = false
     /// Where wg(8) looks for userspace interfaces.
@@ -42,36 +45,22 @@ public final class WireGuardRuntime: HostedRuntime {
             guard let publicKey = WireGuardKey(p.publicKey) else {
                 throw RuntimeError("peer \(i + 1): the public key is not 32 bytes")
             }
+            // A host name is not resolved here: the engine resolved it once for the plan, and the peer
+            // sends to the address the carrier exemption names (attach pins it).
+            var endpoint: Endpoint?
+            if let e = p.endpoint {
+                switch e.host {
+                case .address(let address): endpoint = Endpoint(address: address, port: e.port)
+                case .name(let name): namedEndpoints.append((publicKey, name, e.port))
+                }
+            }
             peers.append(.init(publicKey: publicKey, presharedKey: p.presharedKey?.withUnsafeBytes { Array($0) },
-                               endpoint: try p.endpoint.map { e throws(RuntimeError) in try Self.resolve(e) },
+                               endpoint: endpoint,
                                allowedIPs: p.allowedIPs, persistentKeepalive: p.persistentKeepalive ?? 0))
         }
         device = try WireGuardDevice(DeviceConfiguration(privateKey: key, listenPort: settings.listenPort ?? 0,
                                                          fwmark: settings.fwMark ?? 0, peers: peers),
                                      timers: timers, log: log)
-    }
-
-    /// An endpoint's host resolved to an address (literal or by name).
-    static func resolve(_ endpoint: WireGuardSettings.Endpoint) throws(RuntimeError) -> Endpoint {
-        let name: String
-        switch endpoint.host {
-        case .address(let address): return Endpoint(address: address, port: endpoint.port)
-        case .name(let n): name = n
-        }
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
-        var result: UnsafeMutablePointer<addrinfo>?
-        let rc = getaddrinfo(name, nil, &hints, &result)
-        guard rc == 0, let first = result else {
-            throw RuntimeError("endpoint \(name): cannot resolve (\(String(cString: gai_strerror(rc))))")
-        }
-        defer { freeaddrinfo(result) }
-        var storage = sockaddr_storage()
-        withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: UnsafeRawBufferPointer(start: first.pointee.ai_addr, count: Int(first.pointee.ai_addrlen))) }
-        guard let found = withUnsafePointer(to: &storage, { Endpoint($0) }) else {
-            throw RuntimeError("endpoint \(name): no IPv4 or IPv6 address")
-        }
-        return Endpoint(address: found.address, port: endpoint.port)
     }
 
     public var summary: String {
@@ -80,10 +69,23 @@ public final class WireGuardRuntime: HostedRuntime {
 
     public func attach(to plan: TunnelPlan) {
         interfaceName = plan.interfaceName
-        slotMark = plan.slot.fwmark
+        if case .mark(let mark) = plan.carrierIdentity { slotMark = mark } else { slotMark = plan.slot.fwmark }
+        unpinned = []
+        for (key, name, port) in namedEndpoints {
+            let pinned = plan.carriers.first { $0.hostName == name && $0.port == port }
+                ?? plan.carriers.first { $0.hostName == name }
+            if let pinned {
+                device.pin(endpoint: Endpoint(address: pinned.address, port: port), forPeer: key)
+            } else {
+                unpinned.append(name)
+            }
+        }
     }
 
     public func start(tun: FileDescriptor, mtu: Int) throws(RuntimeError) {
+        guard unpinned.isEmpty else {
+            throw RuntimeError("endpoint \(unpinned[0]): not among the plan's pinned carriers")
+        }
         let name = interfaceName
         try device.start(tun: tun, mtu: mtu, fwmark: slotMark,
                          uapiPath: name.map { "\(Self.socketDirectory)/\($0).sock" }, udpSegmentation: offloads)

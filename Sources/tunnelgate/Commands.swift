@@ -145,8 +145,11 @@ extension CommandLine {
             tunnel = try gateway.up(settings, resolver: SystemResolver(), configPath: absolutePath(path), awaitingRuntime: host != nil,
                                     tunOffloads: host?.wantsTunOffloads ?? false)
         } catch {
-            if case .configuration(let e) = error { throw fail(InvalidConfiguration(path: path, error: e).description) }
-            throw fail(error.description)
+            // A kill switch in place (a dead owner's, or this run's) stays closed after a failed up.
+            let closed = gateway.hasKillSwitchInPlace(settings.name)
+                ? "\nthe kill switch of \(settings.name) stays in place until `tunnelgate down \(settings.name)`" : ""
+            if case .configuration(let e) = error { throw fail(InvalidConfiguration(path: path, error: e).description + closed) }
+            throw fail(error.description + closed)
         }
         let name = tunnel.plan.interfaceName
         // How this run ends is kept for `status` (NE's last disconnect error): a failure's message, or
@@ -166,8 +169,7 @@ extension CommandLine {
             } catch {
                 // A runtime that does not start leaves nothing behind.
                 host.stop()
-                let cleanup = (try? tunnel.stop()) == nil ? "\n(removing the tunnel failed too: run `tunnelgate down \(name)`)" : ""
-                throw ended(error.description + cleanup)
+                throw ended(error.description + tunnel.stopFailed())
             }
         }
         // The control socket is part of the tunnel (status, stop, message): without it, `up` fails and
@@ -175,8 +177,7 @@ extension CommandLine {
         let control: ControlServer
         do { control = try ControlServer(gateway: gateway, name: name) } catch {
             host?.stop()
-            let cleanup = (try? tunnel.stop()) == nil ? "\n(removing the tunnel failed too: run `tunnelgate down \(name)`)" : ""
-            throw ended("cannot create the control socket \(gateway.state.controlPath(name)): \(error)" + cleanup)
+            throw ended("cannot create the control socket \(gateway.state.controlPath(name)): \(error)" + tunnel.stopFailed())
         }
         let summary = "\(name): \(runtimeState?.tunnelStatus.rawValue ?? "connected") (table \(tunnel.plan.slot.table), "
             + "\(tunnel.plan.routes(interfaceIndex: nil).count) routes, \(tunnel.plan.rules.count) rules"
@@ -370,6 +371,7 @@ extension CommandLine {
         }
         if !r.addresses.isEmpty { lines.append("  addresses: \(r.addresses.joined(separator: ", "))") }
         if let dns = r.dns { lines.append("  dns: \(dns)") }
+        if let carriers = r.carrierExemption { lines.append("  carrier exemption: \(carriers)") }
         if let t = r.table {
             lines.append("  routes (table \(t)): IPv4 \(r.ipv4Routes.included) included, \(r.ipv4Routes.excluded) excluded; "
                          + "IPv6 \(r.ipv6Routes.included) included, \(r.ipv6Routes.excluded) excluded; \(r.rules) rules")

@@ -76,8 +76,8 @@ final class WgQuickConfigTests: XCTestCase {
             dnsSettings: DNSSettings(servers: [IPAddress("10.8.0.1")!, IPAddress("fd00:8::1")!],
                                      searchDomains: ["corp.example"], matchDomains: [""]),
             includeAllNetworks: false, excludeLocalNetworks: false,
-            carrierEndpoints: [CarrierEndpoint(host: .name("vpn.example.net"), port: 51820),
-                               CarrierEndpoint(host: .address(IPAddress("2001:db8:18::10")!), port: 51821)],
+            carrierEndpoints: [CarrierEndpoint(host: .name("vpn.example.net"), port: 51820, transport: .udp),
+                               CarrierEndpoint(host: .address(IPAddress("2001:db8:18::10")!), port: 51821, transport: .udp)],
             runtime: .wireguard(WireGuardSettings(
                 privateKey: SecretKey(base64: Self.privateKey)!, listenPort: 51820, fwMark: 0x1234,
                 peers: [

@@ -30,7 +30,7 @@ final class WireGuardRuntimeSettingsTests: XCTestCase {
      "ipv6Settings": {"addresses": ["fd00:8::2"], "networkPrefixLengths": [64],
                       "includedRoutes": ["fd00:8::/64", "fd00:9::/48"]},
      "dnsSettings": {"servers": ["10.8.0.1", "fd00:8::1"], "searchDomains": ["corp.example"], "matchDomains": [""]},
-     "carrierEndpoints": ["vpn.example.net:51820"],
+     "carrierEndpoints": ["vpn.example.net:51820/udp"],
      "runtime": {"kind": "wireguard", "privateKeyFile": "/etc/tunnelgate/wg0.key", "listenPort": 51820, "fwMark": 4660,
                  "peers": [{"publicKey": "\(Keys.publicKey1)", "presharedKeyFile": "/etc/tunnelgate/wg0-office.psk",
                             "endpoint": "vpn.example.net:51820",

@@ -68,7 +68,9 @@ check "round 2: residue exists: more IPv4 rules than before" \
 tg_run ip netns exec "$NS_C" "$TG" up "$cfg" --detach
 check_rc "round 2: up --detach over the residue exits 0" 0
 check_route "round 2: $INCLUDED4 is looked up into tg0 again" "$NS_C" "$INCLUDED4" tg0
-check_route "round 2: carrier $CARRIER4 leaves through eth0" "$NS_C" "$CARRIER4" eth0
+check_route_marked "round 2: the carrier $CARRIER4 is reached through eth0 by the tunnel's mark" "$NS_C" "$CARRIER4" \
+  "$(tg_tunnel_table "$NS_C" 4)" eth0
+check_route "round 2: anyone else's packets to the carrier go into tg0" "$NS_C" "$CARRIER4" tg0
 check_eq "round 2: the IPv4 rules are those of one tunnel (residue not doubled)" "$rules4_up" \
   "$(ip -n "$NS_C" -4 rule show)"
 check_eq "round 2: the IPv6 rules are those of one tunnel (residue not doubled)" "$rules6_up" \

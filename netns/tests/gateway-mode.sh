@@ -12,7 +12,7 @@ tg_topology_up
 
 # R starts as a host that does not forward: the tunnel must turn forwarding on, and off again.
 ip netns exec "$NS_R" sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
-sysctls() { ip netns exec "$NS_R" sysctl -n net.ipv4.ip_forward net.ipv6.conf.all.forwarding net.ipv4.conf.all.src_valid_mark | tr '\n' ' '; }
+sysctls() { ip netns exec "$NS_R" sysctl -n net.ipv4.ip_forward net.ipv4.conf.lan0.forwarding net.ipv4.conf.inet0.forwarding net.ipv6.conf.all.forwarding net.ipv4.conf.all.src_valid_mark | tr '\n' ' '; }
 sysctls_before=$(sysctls)
 
 cfg=$TG_TMP/gw.json
@@ -28,8 +28,11 @@ tg_watch_echo "$NS_I" "$INCLUDED4" "$INCLUDED6" "$EXCLUDED4"
 
 tg_run ip netns exec "$NS_R" "$TG" up "$cfg" --detach
 check_rc "up --detach in the router with a forwarding section" 0
-check_eq "ip_forward and IPv6 forwarding are on, src_valid_mark too" "1 1 1 " "$(sysctls)"
-check_match "the plan says which sysctls it sets" 'sysctl -w net\.ipv4\.ip_forward=1' "$(ip netns exec "$NS_R" "$TG" plan "$cfg" 2>&1)"
+# IPv4 forwarding only on the interface the sources arrive by (and the tunnel's); IPv6 has no per-interface
+# forwarding in the kernel, so `all`.
+check_eq "IPv4 forwarding on lan0 only (not global, not inet0), IPv6 forwarding on, src_valid_mark too" "0 1 0 1 1 " "$(sysctls)"
+check_eq "IPv4 forwarding on the tunnel's interface (for replies)" 1 "$(ip netns exec "$NS_R" sysctl -n net.ipv4.conf.tggw.forwarding)"
+check_match "the plan says which sysctls it sets" 'sysctl -w net\.ipv4\.conf\.lan0\.forwarding=1' "$(ip netns exec "$NS_R" "$TG" plan "$cfg" 2>&1)"
 check_match "R masquerades the LAN behind the tunnel" 'ip saddr 192\.168\.231\.0/24 oifname "tggw" .*masquerade' \
   "$(ip netns exec "$NS_R" nft list table inet tunnelgate-tggw)"
 
@@ -53,15 +56,14 @@ check_eq "the sysctls are back to what they were" "$sysctls_before" "$(sysctls)"
 tg_snapshot "$NS_R" "$TG_TMP/after"
 check_same_snapshot "after down R's kernel state equals the state before up" "$TG_TMP/before" "$TG_TMP/after"
 
-# Two tunnels that both need ip_forward: the first one down must not turn it off under the second.
-ip netns exec "$NS_R" sysctl -qw net.ipv4.ip_forward=0
+# Two tunnels that both need lan0's forwarding: the first one down must not turn it off under the second.
 sed 's/"tggw"/"tggw2"/; s/10\.7\.0\.2/10.7.1.2/; s/fd00:7::2/fd00:7:1::2/' "$cfg" >"$TG_TMP/gw2.json"
 tg_run ip netns exec "$NS_R" "$TG" up "$cfg" --detach
 tg_run ip netns exec "$NS_R" "$TG" up "$TG_TMP/gw2.json" --detach
 check_rc "a second forwarding tunnel" 0
 tg_run ip netns exec "$NS_R" "$TG" down tggw
-check_eq "ip_forward stays on while the second tunnel needs it" 1 "$(ip netns exec "$NS_R" sysctl -n net.ipv4.ip_forward)"
+check_eq "lan0's forwarding stays on while the second tunnel needs it" 1 "$(ip netns exec "$NS_R" sysctl -n net.ipv4.conf.lan0.forwarding)"
 tg_run ip netns exec "$NS_R" "$TG" down tggw2
-check_eq "ip_forward is back to 0 when the last one goes" 0 "$(ip netns exec "$NS_R" sysctl -n net.ipv4.ip_forward)"
+check_eq "lan0's forwarding is back to 0 when the last one goes" 0 "$(ip netns exec "$NS_R" sysctl -n net.ipv4.conf.lan0.forwarding)"
 
 tg_summary

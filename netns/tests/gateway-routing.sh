@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # gateway-routing: a full tunnel in C. Everything is looked up into tg0 except the excluded host and the
-# carrier endpoints, which follow C's physical path, also after that path moves from eth0 to eth1. C's own
-# default route is never touched, nothing for the included host leaves through a physical link, and `down`
-# leaves C's kernel state exactly as it was.
+# tunnel's own carrier packets (those with its fwmark), which follow C's physical path, also after that path
+# moves from eth0 to eth1; anyone else's packets to the carriers go into tg0. C's own default route is never
+# touched, nothing for the included host leaves through a physical link, and `down` leaves C's kernel state
+# exactly as it was.
 set -uo pipefail
 # shellcheck source=netns/lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -45,9 +46,9 @@ check_match "the tunnel's IPv6 table has its default route into tg0" '^default d
 throws4=$(ip -n "$NS_C" -4 route show table "${table4:-none}" type throw 2>&1)
 throws6=$(ip -n "$NS_C" -6 route show table "${table6:-none}" type throw 2>&1)
 check_match "the tunnel's IPv4 table throws excluded $EXCLUDED4 back to the main table" "^throw $(tg_re "$EXCLUDED4")( |\$)" "$throws4"
-check_match "the tunnel's IPv4 table throws carrier $CARRIER4 back to the main table" "^throw $(tg_re "$CARRIER4")( |\$)" "$throws4"
+check_no_match "the tunnel's IPv4 table has no throw route for carrier $CARRIER4 (that would exempt anyone)" "^throw $(tg_re "$CARRIER4")( |\$)" "$throws4"
 check_match "the tunnel's IPv6 table throws excluded $EXCLUDED6 back to the main table" "^throw $(tg_re "$EXCLUDED6")( |\$)" "$throws6"
-check_match "the tunnel's IPv6 table throws carrier $CARRIER6 back to the main table" "^throw $(tg_re "$CARRIER6")( |\$)" "$throws6"
+check_no_match "the tunnel's IPv6 table has no throw route for carrier $CARRIER6" "^throw $(tg_re "$CARRIER6")( |\$)" "$throws6"
 
 # Route decisions.
 check_route "$INCLUDED4 is looked up into tg0" "$NS_C" "$INCLUDED4" tg0
@@ -56,12 +57,18 @@ check_route "$ELSEWHERE4 (only the default covers it) is looked up into tg0" "$N
 check_route "$ELSEWHERE6 (only the default covers it) is looked up into tg0" "$NS_C" "$ELSEWHERE6" tg0
 check_route "excluded $EXCLUDED4 leaves through eth0" "$NS_C" "$EXCLUDED4" eth0
 check_route "excluded $EXCLUDED6 leaves through eth0" "$NS_C" "$EXCLUDED6" eth0
-check_route "carrier $CARRIER4 leaves through eth0" "$NS_C" "$CARRIER4" eth0
-check_route "carrier $CARRIER6 leaves through eth0" "$NS_C" "$CARRIER6" eth0
+mark=$table4
+check_route_marked "the tunnel's carrier packets to $CARRIER4 leave through eth0" "$NS_C" "$CARRIER4" "$mark" eth0
+check_route_marked "the tunnel's carrier packets to $CARRIER6 leave through eth0" "$NS_C" "$CARRIER6" "$mark" eth0
+check_route "anyone else's packets to carrier $CARRIER4 are looked up into tg0" "$NS_C" "$CARRIER4" tg0
+check_route "anyone else's packets to carrier $CARRIER6 are looked up into tg0" "$NS_C" "$CARRIER6" tg0
 
 # Real traffic, while the tunnel's table sends everything else into the tunnel.
-for addr in "$EXCLUDED4" "$EXCLUDED6" "$CARRIER4" "$CARRIER6"; do
+for addr in "$EXCLUDED4" "$EXCLUDED6"; do
   check_ping "with the tunnel up C still reaches $addr over eth0" "$NS_C" "$addr"
+done
+for addr in "$CARRIER4" "$CARRIER6"; do
+  check "with the tunnel up C's marked packets reach carrier $addr over eth0" ip netns exec "$NS_C" ping -n -c 1 -W 1 -m "$mark" "$addr"
 done
 check_eq "the echo request for excluded $EXCLUDED4 arrived at I" 1 "$(tg_echo_count "$NS_I" "$EXCLUDED4")"
 ip netns exec "$NS_C" ping -n -c 1 -W 1 "$INCLUDED4" >/dev/null 2>&1
@@ -75,15 +82,15 @@ check_eq "C's main IPv6 default route is untouched" "$default6_before" "$(ip -n 
 # The physical path moves: the carrier follows it without tunnelgate doing anything.
 ip -n "$NS_C" -4 route replace default via "$R_C1_4" dev eth1
 ip -n "$NS_C" -6 route replace default via "$R_C1_6" dev eth1
-check_route "after the path moved, carrier $CARRIER4 leaves through eth1" "$NS_C" "$CARRIER4" eth1
-check_route "after the path moved, carrier $CARRIER6 leaves through eth1" "$NS_C" "$CARRIER6" eth1
+check_route_marked "after the path moved, the carrier packets to $CARRIER4 leave through eth1" "$NS_C" "$CARRIER4" "$mark" eth1
+check_route_marked "after the path moved, the carrier packets to $CARRIER6 leave through eth1" "$NS_C" "$CARRIER6" "$mark" eth1
 check_route "after the path moved, excluded $EXCLUDED4 leaves through eth1" "$NS_C" "$EXCLUDED4" eth1
 check_route "after the path moved, $INCLUDED4 is still looked up into tg0" "$NS_C" "$INCLUDED4" tg0
-check_ping "after the path moved C reaches carrier $CARRIER4 over eth1" "$NS_C" "$CARRIER4"
-check_ping "after the path moved C reaches carrier $CARRIER6 over eth1" "$NS_C" "$CARRIER6"
+check "after the path moved C's marked packets reach carrier $CARRIER4 over eth1" ip netns exec "$NS_C" ping -n -c 1 -W 1 -m "$mark" "$CARRIER4"
+check "after the path moved C's marked packets reach carrier $CARRIER6 over eth1" ip netns exec "$NS_C" ping -n -c 1 -W 1 -m "$mark" "$CARRIER6"
 ip -n "$NS_C" -4 route replace default via "$R_C0_4" dev eth0
 ip -n "$NS_C" -6 route replace default via "$R_C0_6" dev eth0
-check_route "with the path back, carrier $CARRIER4 leaves through eth0 again" "$NS_C" "$CARRIER4" eth0
+check_route_marked "with the path back, the carrier packets to $CARRIER4 leave through eth0 again" "$NS_C" "$CARRIER4" "$mark" eth0
 
 tg_run ip netns exec "$NS_C" "$TG" down tg0
 check_rc "down tg0 exits 0" 0

@@ -75,8 +75,18 @@ check_match "the output chain drops what it does not allow (IPv6 included, which
 reset_leaks
 try_to_leak
 check_eq "while up: no packet left C's physical interface except to the carriers" 0 "$(leaks_since)"
-check_ping "while up: the IPv4 carrier is reachable" "$NS_C" "$CARRIER4"
-check_ping "while up: the IPv6 carrier is reachable" "$NS_C" "$CARRIER6"
+# The carrier exemption is the tunnel's identity (its fwmark), not the carrier's address.
+mark=$(tg_tunnel_table "$NS_C" 4)
+check "while up: the tunnel's own carrier traffic (fwmark $mark) reaches the IPv4 carrier" \
+  ip netns exec "$NS_C" ping -n -c 1 -W 1 -m "$mark" "$CARRIER4"
+check "while up: the tunnel's own carrier traffic (fwmark $mark) reaches the IPv6 carrier" \
+  ip netns exec "$NS_C" ping -n -c 1 -W 1 -m "$mark" "$CARRIER6"
+tg_watch_echo "$NS_I" "$CARRIER4" "$CARRIER6"
+ip netns exec "$NS_C" ping -n -c 1 -W 0.3 "$CARRIER4" >/dev/null 2>&1
+ip netns exec "$NS_C" ping -n -c 1 -W 0.3 "$CARRIER6" >/dev/null 2>&1
+ip netns exec "$NS_C" setpriv --reuid 65534 --regid 65534 --clear-groups ping -n -c 1 -W 0.3 "$CARRIER4" >/dev/null 2>&1
+check_eq "while up: an ordinary process's pings to the carriers (root and uid 65534) do not reach them in clear" 0 \
+  "$(( $(tg_echo_count "$NS_I" "$CARRIER4") + $(tg_echo_count "$NS_I" "$CARRIER6") ))"
 check_ping "while up: loopback works" "$NS_C" 127.0.0.1
 
 pid=$(tg_tunnel_pids "$NS_C" | head -n 1)
@@ -86,7 +96,8 @@ wait_for "tg0 is gone with its process" 5 bash -c "! ip -n $NS_C link show dev t
 reset_leaks
 try_to_leak
 check_eq "after SIGKILL: still nothing leaves (fail-closed)" 0 "$(leaks_since)"
-check_ping "after SIGKILL: the carrier is still reachable" "$NS_C" "$CARRIER4"
+check "after SIGKILL: the tunnel's identity still reaches the carrier" \
+  ip netns exec "$NS_C" ping -n -c 1 -W 1 -m "$mark" "$CARRIER4"
 check_match "after SIGKILL: status says the kill switch is still on" 'kill switch: on' "$(ip netns exec "$NS_C" "$TG" status tg0)"
 
 tg_run ip netns exec "$NS_C" "$TG" down tg0

@@ -44,8 +44,11 @@ check_route "included $INCLUDED4 is looked up into tg0" "$NS_C" "$INCLUDED4" tg0
 check_route "included $INCLUDED6 is looked up into tg0" "$NS_C" "$INCLUDED6" tg0
 check_route "excluded $EXCLUDED4 leaves through eth0" "$NS_C" "$EXCLUDED4" eth0
 check_route "excluded $EXCLUDED6 leaves through eth0" "$NS_C" "$EXCLUDED6" eth0
-check_route "carrier $CARRIER4 (inside an included route) leaves through eth0" "$NS_C" "$CARRIER4" eth0
-check_route "carrier $CARRIER6 (inside an included route) leaves through eth0" "$NS_C" "$CARRIER6" eth0
+mark=$(tg_tunnel_table "$NS_C" 4)
+check_route_marked "the tunnel's own carrier packets (fwmark $mark) to $CARRIER4 leave through eth0" "$NS_C" "$CARRIER4" "$mark" eth0
+check_route_marked "the tunnel's own carrier packets (fwmark $mark) to $CARRIER6 leave through eth0" "$NS_C" "$CARRIER6" "$mark" eth0
+check_route "anyone else's packets to carrier $CARRIER4 (inside an included route) go into tg0" "$NS_C" "$CARRIER4" tg0
+check_route "anyone else's packets to carrier $CARRIER6 (inside an included route) go into tg0" "$NS_C" "$CARRIER6" tg0
 check_route "LAN host $LAN4 (not covered) leaves through eth0" "$NS_C" "$LAN4" eth0
 check_route "LAN host $LAN6 (not covered) leaves through eth0" "$NS_C" "$LAN6" eth0
 check_route "$ELSEWHERE4 (not covered) leaves through eth0" "$NS_C" "$ELSEWHERE4" eth0

@@ -54,6 +54,9 @@ public final class WireGuardDevice: @unchecked Sendable {
     private var publicKey: WireGuardKey
     private var listenPort: UInt16
     private var fwmark: UInt32
+    /// The slot's mark when Tunnelgate's routing and kill switch exempt the sockets by it: `wg set fwmark`
+    /// cannot change it then.
+    private var managedMark: UInt32?
     private var udp4: FileDescriptor?
     private var udp6: FileDescriptor?
     private var tun = FileDescriptor(rawValue: -1)
@@ -148,10 +151,11 @@ public final class WireGuardDevice: @unchecked Sendable {
         outbound4 = DatagramBatch(slotSize: mtu + Transport.overhead + 16, segmentation: udpSegmentation)
         outbound6 = DatagramBatch(slotSize: mtu + Transport.overhead + 16, segmentation: udpSegmentation)
         if let fwmark, self.fwmark == 0 { self.fwmark = fwmark }
+        managedMark = fwmark
         do throws(SystemCallError) {
             try tun.setNonBlocking(true)
         } catch { throw RuntimeError("the TUN: \(error)") }
-        applyMark()
+        try applyMark()
         if let uapiPath {
             let directory = String(uapiPath[..<(uapiPath.lastIndex(of: "/") ?? uapiPath.endIndex)])
             _ = mkdir(directory, 0o755)
@@ -844,15 +848,29 @@ public final class WireGuardDevice: @unchecked Sendable {
             setsockopt(fd.rawValue, SOL_SOCKET, SO_RCVBUFFORCE, &size, socklen_t(MemoryLayout<Int32>.size))
             setsockopt(fd.rawValue, SOL_SOCKET, SO_SNDBUFFORCE, &size, socklen_t(MemoryLayout<Int32>.size))
         }
-        applyMark()
+        try applyMark()
     }
 
-    /// Marks the carrier sockets so the tunnel's rule (`not fwmark T`) never captures them.
-    private func applyMark() {
+    /// Marks the carrier sockets so the tunnel's rule (`not fwmark T`) never captures them: the mark is
+    /// their identity, the one the routing rules and the kill switch exempt. A socket the kernel refuses
+    /// to mark is an error, never ignored: unmarked, its packets would go into the tunnel (or nowhere).
+    private func applyMark() throws(RuntimeError) {
+        guard fwmark != 0 else { return }
         for fd in [udp4, udp6].compactMap({ $0 }) {
-            var mark = fwmark
-            setsockopt(fd.rawValue, SOL_SOCKET, SO_MARK, &mark, socklen_t(MemoryLayout<UInt32>.size))
+            do throws(SystemCallError) {
+                try fd.setSocketOption(level: SOL_SOCKET, name: SO_MARK, value: Int32(bitPattern: fwmark))
+            } catch {
+                throw RuntimeError("marking the carrier socket with fwmark 0x\(String(fwmark, radix: 16)): \(error)")
+            }
         }
+    }
+
+    /// Sets a peer's endpoint before the device starts: a host name the engine resolved once and pinned
+    /// for the tunnel's life (the address its carrier exemption names).
+    public func pin(endpoint: Endpoint, forPeer key: WireGuardKey) {
+        guard let id = peerByKey[key], let peer = peers[id] else { return }
+        peer.endpoint = endpoint
+        publish()
     }
 
     private func send(_ datagram: UnsafeRawBufferPointer, to endpoint: Endpoint) -> Bool {
@@ -896,9 +914,15 @@ public final class WireGuardDevice: @unchecked Sendable {
                 throw UAPI.Failure(errno: EADDRINUSE, description: error.description)
             }
         }
-        if let mark = change.fwmark {
+        if let mark = change.fwmark, mark != fwmark {
+            if let managed = managedMark {
+                throw UAPI.Failure(errno: EPERM, description: "fwmark: the sockets carry 0x\(String(managed, radix: 16)), "
+                                   + "the tunnel's carrier identity, which Tunnelgate sets")
+            }
             fwmark = mark
-            applyMark()
+            do throws(RuntimeError) { try applyMark() } catch {
+                throw UAPI.Failure(errno: EPERM, description: error.description)
+            }
         }
         if let key = change.privateKey {
             guard let key, let newKey = PrivateKey(bytes: key) else {
