@@ -14,19 +14,21 @@ import TunnelgateSettings
 /// Repair never stops while the tunnel is up. Passes are coalesced: one
 /// runs at a time on the owner's loop, `debounce` after the notification
 /// that called for it, and every pass that repaired something is followed
-/// by one more, `debounce` after it ended, that looks again (notifications
-/// are never drained unread, so a change made while a pass ran calls for the
+/// by one more, `debounce` after it ended, that looks again (no notification
+/// is thrown away unread: a change made while a pass ran calls for the
 /// next). A program changing the tunnel in a tight loop is repaired
 /// continuously, at most one pass per `debounce` plus the pass's own time.
 ///
 /// When repairs cannot win, a tunnel with a kill switch fails closed
 /// (`FirewallVerification.failClosedTable`, `failedClosed`): after
-/// `recurrenceLimit` passes in a row that each found again, within
-/// `recurrenceWindow` of the previous repair, a difference that repair had
-/// just put back; or after `refusalLimit` passes in a row whose repair the
-/// kernel refused. From then on the monitor enforces the block-all table
-/// only, until the tunnel is taken down. A tunnel without a kill switch
-/// keeps repairing (there is nothing it promised to keep closed).
+/// `recurrenceLimit` repairs in a row that did not hold even until the next
+/// pass (the pass right after each, `debounce` later and within
+/// `recurrenceWindow` of the repair's end, found again a difference that
+/// repair had put back: someone undoes every repair as soon as it is made),
+/// or after `refusalLimit` passes in a row whose repair the kernel refused.
+/// From then on the monitor enforces the block-all table only, until the
+/// tunnel is taken down. A tunnel without a kill switch keeps repairing
+/// (there is nothing it promised to keep closed).
 ///
 /// The same notifications tell it when the carrier path may have changed:
 /// a debounced carrier check then looks up the route to every carrier
@@ -48,10 +50,11 @@ public final class Monitor {
     public private(set) var carrierPathGone = false
     /// Seconds from a notification (or the end of a repairing pass) to the next pass.
     public static let debounce = 0.02
-    /// Fail closed after this many passes in a row that found again what the previous pass repaired …
-    public static let recurrenceLimit = 5
-    /// … each within this many seconds of the previous repair's end.
-    public static let recurrenceWindow = 1.0
+    /// Fail closed after this many repairs in a row that were undone before the pass right after them …
+    public static let recurrenceLimit = 8
+    /// … which starts within this many seconds of the repair's end (a pass later than that, the loop
+    /// having been held up, does not count).
+    public static let recurrenceWindow = 0.1
     /// Fail closed after this many passes in a row whose repair the kernel refused.
     public static let refusalLimit = 3
     public private(set) var repairs = 0
@@ -59,11 +62,12 @@ public final class Monitor {
     /// Why the tunnel failed closed, once it has; the block-all table it enforces from then on.
     public private(set) var failedClosed: String?
     private var closedTable: NftTable?
+    /// Repairs in a row undone before the next pass; what the last repair put back, and when it ended.
     private var recurrences = 0
-    private var refusals = 0
-    /// What the last repairing pass found, and when it ended.
     private var lastRepaired: Set<String> = []
     private var lastRepairEnded = -Double.infinity
+    private var refusals = 0
+    private var lastUnrepairable: [String] = []
 
     /// What one pass found and did.
     public struct Pass: Sendable, Equatable {
@@ -126,28 +130,30 @@ public final class Monitor {
         if let closedTable { return enforce(closedTable, tunnel: tunnel) }
 
         let outcome = gateway.repair(tunnel.plan, interfaceIndex: tunnel.interfaceIndex)
-        var pass = Pass(repaired: outcome.repaired, problems: outcome.failed + outcome.unrepairable)
-        let found = Set(outcome.repaired + outcome.failed)
-        guard !found.isEmpty else {
-            // Nothing needed putting back: whatever was repaired before held.
+        // What cannot be repaired is said when it changes, not on every pass that meets it again.
+        var pass = Pass(repaired: outcome.repaired,
+                        problems: outcome.failed + (outcome.unrepairable == lastUnrepairable ? [] : outcome.unrepairable))
+        lastUnrepairable = outcome.unrepairable
+        guard !(outcome.repaired.isEmpty && outcome.failed.isEmpty) else {
+            // Nothing needed putting back: the repairs before held.
             recurrences = 0
             refusals = 0
             lastRepaired = []
             return pass
         }
         let ended = ProcessControl.monotonicSeconds()
-        let cameBack = started - lastRepairEnded <= Self.recurrenceWindow
-            && !lastRepaired.isDisjoint(with: outcome.repaired + outcome.failed)
-        recurrences = cameBack ? recurrences + 1 : 0
-        refusals = outcome.failed.isEmpty ? 0 : refusals + 1
-        lastRepaired = found
+        let again = outcome.repaired.first { lastRepaired.contains($0) }
+        recurrences = again != nil && started - lastRepairEnded <= Self.recurrenceWindow ? recurrences + 1 : 0
+        lastRepaired = Set(outcome.repaired)
         lastRepairEnded = ended
+        refusals = outcome.failed.isEmpty ? 0 : refusals + 1
         if !outcome.repaired.isEmpty {
             repairs += 1
             lastRepair = outcome.repaired.joined(separator: "; ")
         }
         // Look again once the repair's own notifications are in: a change made meanwhile is seen then.
-        checkDue = ended + Self.debounce
+        // A repair the kernel keeps refusing is tried again once a second, not on every debounce.
+        checkDue = ended + (refusals >= Self.refusalLimit ? 1.0 : Self.debounce)
         // The repair may have changed what carrier lookups see (routes, rules, the link).
         if carrierEvents == nil, carrierCheckDue == nil { carrierCheckDue = ended }
 
@@ -161,9 +167,8 @@ public final class Monitor {
         var reason: String?
         if refusals >= Self.refusalLimit {
             reason = "the kernel refused \(refusals) repairs in a row: \(outcome.failed.first ?? "")"
-        } else if recurrences >= Self.recurrenceLimit {
-            let again = outcome.repaired.first { lastRepaired.contains($0) } ?? outcome.repaired.first ?? ""
-            reason = "\(recurrences) repairs in a row were undone right after they were made: \(again)"
+        } else if recurrences >= Self.recurrenceLimit, let again {
+            reason = "\(recurrences) repairs in a row were undone before the next check: \(again)"
         }
         guard let reason else { return pass }
         let (table, problems) = gateway.failClosed(tunnel.plan)
@@ -191,10 +196,12 @@ public final class Monitor {
             pass.repaired = found
             repairs += 1
             lastRepair = found.joined(separator: "; ")
+            checkDue = ProcessControl.monotonicSeconds() + Self.debounce
         } catch {
             pass.problems.append("repair of the block-all table inet \(table.name) (\(found.first ?? "")) failed: \(error)")
+            // Refused: tried again four times a second (and on the next change), not on every debounce.
+            checkDue = ProcessControl.monotonicSeconds() + 0.25
         }
-        checkDue = ProcessControl.monotonicSeconds() + Self.debounce
         return pass
     }
 

@@ -26,8 +26,8 @@ extension NftablesSocket {
             }
             if try generation() == before { return result }
         }
-        if result == nil || (try? generation()) == nil { result = try readContents(of: table) }
-        return result
+        if let result { return result }
+        return try readContents(of: table)
     }
 
     /// The ruleset's generation: the kernel counts every committed nf_tables

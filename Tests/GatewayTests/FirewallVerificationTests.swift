@@ -191,8 +191,8 @@ final class FirewallVerificationTests: XCTestCase {
             try expect(gateway.verifyFirewall(table).isEmpty, "the plan's table after the repairs")
             try Self.settle(monitor, tunnel)
 
-            // The same element put back right after every repair: after recurrenceLimit such passes in a row,
-            // the tunnel fails closed.
+            // The same element put back right after every repair, before the next pass: after recurrenceLimit
+            // such repairs in a row, the tunnel fails closed.
             var passes = 0
             while monitor.failedClosed == nil, passes < 20 {
                 try addElement(200)
@@ -203,7 +203,7 @@ final class FirewallVerificationTests: XCTestCase {
             }
             try expect(passes == Monitor.recurrenceLimit + 1, "closed on pass \(passes), after \(Monitor.recurrenceLimit) came back")
             let reason = try XCTUnwrap(monitor.failedClosed)
-            try expect(reason.contains("undone right after") && reason.contains("198.18.1.200"), "why: \(reason)")
+            try expect(reason.contains("undone before the next check") && reason.contains("198.18.1.200"), "why: \(reason)")
             let closed = FirewallVerification.failClosedTable(name: table.name, comment: table.comment)
             try expect(gateway.verifyFirewall(closed).isEmpty, "the block-all table is in place: \(gateway.verifyFirewall(closed))")
             try expect(gateway.enforcedFirewall("tgks0") == closed.contents, "recorded as the table enforced")
