@@ -364,17 +364,21 @@ public final class Gateway {
         public var isEmpty: Bool { descriptions.isEmpty }
     }
 
-    /// Reads the kernel back and lists every difference from the plan.
+    /// Reads the kernel back and lists every difference from the plan. Records the plan's nftables
+    /// table as the one the tunnel enforces (NAME.firewall), for `status` to compare with.
     public func verify(_ plan: TunnelPlan, interfaceIndex: Int32) -> [String] {
-        differences(plan, interfaceIndex: interfaceIndex).descriptions
+        recordEnforcedFirewall(plan.firewall, tunnel: plan.interfaceName)
+        return differences(plan, interfaceIndex: interfaceIndex).descriptions
     }
 
+    /// Everything of the plan the kernel holds differently. The nftables table is compared by content
+    /// (`FirewallVerification`), also when the link is gone and nothing else can be.
     public func differences(_ plan: TunnelPlan, interfaceIndex: Int32) -> Differences {
         var d = Differences()
-        do {
+        linkAndRouting: do {
             guard let link = try netlink.links().first(where: { $0.index == interfaceIndex }) else {
                 d.fatal.append("link \(plan.interfaceName) is missing")
-                return d
+                break linkAndRouting
             }
             if link.name != plan.interfaceName { d.fatal.append("link \(interfaceIndex) is named \(link.name), not \(plan.interfaceName)") }
             if link.kind != "tun" { d.fatal.append("link \(link.name) is of kind \(link.kind ?? "none"), not tun") }
@@ -412,50 +416,66 @@ public final class Gateway {
         return d
     }
 
-    /// Puts back whatever of the plan someone else removed: the link's MTU
-    /// and up state, addresses, routes, rules, the kill switch. Returns what
-    /// it repaired (empty when nothing was missing).
-    public func repair(_ plan: TunnelPlan, interfaceIndex: Int32) -> [String] {
-        let d = differences(plan, interfaceIndex: interfaceIndex)
-        guard d.fatal.isEmpty, !d.isEmpty else { return d.fatal }
-        var ops: [NetlinkOperation] = []
-        if !d.linkSettings.isEmpty {
-            ops.append(.setLink(index: interfaceIndex, name: plan.interfaceName, mtu: UInt32(plan.mtu), up: true))
-        }
-        ops += d.missingAddresses.map { .addAddress(AddressSpec(interfaceIndex: interfaceIndex, interfaceName: plan.interfaceName, prefix: $0)) }
-        ops += d.missingRoutes.map { .addRoute($0) }
-        ops += d.missingRules.map { .addRule($0) }
-        var done = d.descriptions.filter { !$0.hasPrefix("the tunnel's table has") }
-        do throws(NetlinkBatchError) {
-            try netlink.execute(ops, tolerating: [.exists])
-        } catch {
-            done.append("repair failed: \(error)")
-        }
-        for change in d.sysctls {
-            do throws(SystemCallError) { try writeSysctl(change.path, change.value) } catch { done.append("repair of \(change.path) failed: \(error)") }
-        }
-        if !d.firewall.isEmpty, let table = plan.firewall {
-            do throws(NftablesError) { try nftables?.replace(table) } catch { done.append("repair of the kill switch failed: \(error)") }
-        }
-        return done
+    /// What one repair pass found and did.
+    public struct RepairOutcome: Sendable, Equatable {
+        /// The differences it put back (each a line of `Differences.descriptions`).
+        public var repaired: [String] = []
+        /// Repairs the kernel refused, with its error.
+        public var failed: [String] = []
+        /// Differences it cannot put back in place: the link gone or renamed, routes others added to the table.
+        public var unrepairable: [String] = []
+
+        public var isEmpty: Bool { repaired.isEmpty && failed.isEmpty && unrepairable.isEmpty }
     }
 
-    /// Reads the nftables table back: present, marked, every rule there.
-    public func verifyFirewall(_ table: NftTable) -> [String] {
-        do {
-            let nft = try nft()
-            guard let found = try nft.tables().first(where: { $0.name == table.name }) else {
-                return ["nftables table inet \(table.name) is missing"]
+    /// Puts back whatever of the plan someone else changed: the link's MTU and up state, addresses,
+    /// routes, rules, kernel parameters; and the nftables table, replaced as a whole in one transaction
+    /// when its content differs in any way (also when the link is gone: the kill switch holds without it).
+    public func repair(_ plan: TunnelPlan, interfaceIndex: Int32) -> RepairOutcome {
+        let d = differences(plan, interfaceIndex: interfaceIndex)
+        var outcome = RepairOutcome()
+        outcome.unrepairable = d.fatal + (d.extraRoutes > 0 ? ["the tunnel's table has \(d.extraRoutes) routes the plan does not have"] : [])
+        if d.fatal.isEmpty {
+            var ops: [NetlinkOperation] = []
+            if !d.linkSettings.isEmpty {
+                ops.append(.setLink(index: interfaceIndex, name: plan.interfaceName, mtu: UInt32(plan.mtu), up: true))
             }
-            if found.comment != table.comment { return ["nftables table inet \(table.name) is not marked as Tunnelgate's"] }
-            let rules = try nft.rules(table: table.name)
-            if rules.count != table.ruleCount {
-                return ["nftables table inet \(table.name) has \(rules.count) rules, not \(table.ruleCount)"]
+            ops += d.missingAddresses.map { .addAddress(AddressSpec(interfaceIndex: interfaceIndex, interfaceName: plan.interfaceName, prefix: $0)) }
+            ops += d.missingRoutes.map { .addRoute($0) }
+            ops += d.missingRules.map { .addRule($0) }
+            let routing = d.linkSettings + d.missingAddresses.map { "address \($0) is missing" }
+                + d.missingRoutes.map { "route \($0) is missing" } + d.missingRules.map { "rule \($0) is missing" }
+            do throws(NetlinkBatchError) {
+                try netlink.execute(ops, tolerating: [.exists])
+                outcome.repaired += routing
+            } catch {
+                outcome.failed.append("repair of \(routing.joined(separator: "; ")) failed: \(error)")
             }
-            return []
-        } catch {
-            return ["reading back nftables: \(error)"]
         }
+        for change in d.sysctls {
+            do throws(SystemCallError) {
+                try writeSysctl(change.path, change.value)
+                outcome.repaired.append("\(change.path) is not \(change.value)")
+            } catch {
+                outcome.failed.append("repair of \(change.path) failed: \(error)")
+            }
+        }
+        if !d.firewall.isEmpty, let table = plan.firewall {
+            do throws(NftablesError) {
+                guard let nftables else { throw NftablesError(operation: "nft transaction (no netfilter socket)", errno: .noSuchEntry) }
+                try nftables.replace(table)
+                outcome.repaired += d.firewall
+            } catch {
+                outcome.failed.append("repair of the nftables table inet \(table.name) (\(d.firewall.first ?? "")) failed: \(error)")
+            }
+        }
+        return outcome
+    }
+
+    /// Reads the nftables table back and compares it with `table` by content: the table's flags and
+    /// comment, each chain's hook, type, priority and policy, each rule in order, each set and element.
+    public func verifyFirewall(_ table: NftTable) -> [String] {
+        firewallDifferences(table)
     }
 
     static func sameRule(_ a: RuleSpec, _ b: RuleSpec) -> Bool { a.sameRule(as: b) }
@@ -591,8 +611,8 @@ public final class Gateway {
         }
         guard failures.isEmpty else { throw .residue(name: name, failures) }
         if keepFirewall, hasKillSwitchInPlace(journal.name) {
-            // The kill switch stays, and so does a journal that records it: `down NAME` removes it, and the
-            // next `up` of the name replaces it in one transaction.
+            // The kill switch stays, and so does a journal that records it (and NAME.firewall, what it
+            // must hold): `down NAME` removes it, and the next `up` of the name replaces it in one transaction.
             do throws(SystemCallError) {
                 let kept = try Journal(path: state.journalPath(name), name: name, slot: slot)
                 try kept.record(nftTable: Firewall.tableName(journal.name))
@@ -601,6 +621,7 @@ public final class Gateway {
             }
         } else {
             FileSystem.remove(state.journalPath(name))
+            FileSystem.remove(state.firewallPath(name))  // what the owner enforced: gone with the table (FirewallVerification)
         }
         finishRecord()
         FileSystem.remove(state.logPath(name))

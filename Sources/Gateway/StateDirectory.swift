@@ -20,6 +20,7 @@ import LinuxSystem
 ///   NAME.sock     the control socket of the running owner (owner-only, peer credentials checked)
 ///   NAME.dns      DNSConfig's journal: what the tunnel's DNS settings replaced
 ///   NAME.lasterror  why the last run ended, when it failed (DisconnectError, JSON)
+///   NAME.firewall   the nftables table the owner enforces, as nf_tables messages (FirewallVerification)
 public struct StateDirectory: Sendable {
     public static let root = "/run/tunnelgate"
     public let path: String

@@ -35,6 +35,9 @@ public struct PacketCounters: Codable, Sendable, Equatable {
     /// Repairs after others changed the tunnel's kernel state, and the last one.
     public var repairs: UInt64 = 0
     public var lastRepair: String?
+    /// Set when repairs could not win and the tunnel failed closed (Monitor): why. Its block-all table
+    /// stays until `tunnelgate down`.
+    public var failedClosed: String?
 
     public init() {}
 }

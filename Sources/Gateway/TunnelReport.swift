@@ -1,6 +1,7 @@
 import FoundationEssentials
 import LinuxSystem
 import Netlink
+import Nftables
 import TunnelgateSettings
 
 /// What `tunnelgate status` shows of one tunnel: the owner's record and
@@ -44,15 +45,70 @@ public struct TunnelReport: Codable, Sendable {
     public var runtime: JSONValue?
     /// The kernel's counters for the TUN interface (tx: host → tunnel).
     public var interfaceCounters: KernelCounters?
-    /// True while the tunnel's nftables kill switch is in the kernel (also
-    /// after its process died: it stays until `down`).
+    /// True while the kernel holds the tunnel's kill switch exactly as its owner enforces it — the
+    /// plan's table, or the block-all table once it failed closed — compared by content (every chain,
+    /// rule, set and element; `FirewallVerification`), also after its process died (it stays until
+    /// `down`). False while it differs in any way, and for a table of forwarding rules only.
     public var killSwitch: Bool = false
+    /// How the tunnel's nftables table compares with the one its owner enforces (NAME.firewall); nil
+    /// when the tunnel has none.
+    public var firewall: FirewallCheck?
+    /// The table compared (`inet` family).
+    public var firewallTable: String?
+    /// Whether that table is a kill switch (has an output chain), not forwarding rules only.
+    public var firewallIsKillSwitch: Bool?
+    /// Every difference of the kernel's table from the enforced one, one line each ("nftables: …").
+    public var firewallDifferences: [String] = []
+    /// Set when repairs could not win and the tunnel failed closed: why.
+    public var failedClosed: String?
     /// Set when the owner died and left kernel state that `down` will remove.
     public var residue: Bool = false
     /// While not running: why its last run ended, when that was a failure (the runtime failed, a
     /// start or a teardown failed), as NEVPNConnection's fetchLastDisconnectError gives it. nil after
     /// a clean stop.
     public var lastDisconnectError: String?
+}
+
+/// A tunnel's nftables table against the one its owner enforces.
+public enum FirewallCheck: String, Codable, Sendable {
+    /// The kernel's table holds exactly what was planned (the plan's table, or the block-all one).
+    case asPlanned = "as planned"
+    /// It differs (`TunnelReport.firewallDifferences` says how).
+    case tamperedWith = "tampered with"
+    /// There is no such table.
+    case missing
+    /// A table is there, but no record of what it should hold (an owner that has not verified it yet).
+    case notVerified = "not verified"
+}
+
+extension TunnelReport {
+    /// The lines of `tunnelgate status` about the nftables table and failing closed.
+    public var firewallLines: [String] {
+        var lines: [String] = []
+        if let failedClosed {
+            lines.append("  failed closed: \(failedClosed); nothing leaves but loopback until `tunnelgate down \(name)`")
+        }
+        guard let firewall, let table = firewallTable.map({ "nftables table inet \($0)" }) else { return lines }
+        let what = firewallIsKillSwitch == false ? "forwarding rules" : "kill switch"
+        let repairer = pid != nil && !residue ? "its owner repairs it" : "no owner repairs it: `tunnelgate down \(name)`"
+        switch firewall {
+        case .asPlanned where failedClosed != nil:
+            lines.append("  kill switch: on, failed closed (\(table) blocks everything but loopback, as recorded)")
+        case .asPlanned where killSwitch:
+            lines.append("  kill switch: on (\(table), content as planned); nothing leaves but the tunnel, the carriers and loopback")
+        case .asPlanned:
+            break
+        case .tamperedWith:
+            lines.append("  \(what): TAMPERED WITH, \(table) differs from the plan (\(repairer)):")
+            lines += firewallDifferences.prefix(12).map { "    " + $0 }
+            if firewallDifferences.count > 12 { lines.append("    … and \(firewallDifferences.count - 12) more") }
+        case .missing:
+            lines.append("  \(what): off, \(table) is missing (\(repairer))")
+        case .notVerified:
+            lines.append("  \(what): \(table) is there, its content not verified yet (no record of the plan's table)")
+        }
+        return lines
+    }
 }
 
 /// Why a tunnel's last run ended, when it failed: NAME.lasterror. `domain` and `code` are those of
@@ -161,10 +217,8 @@ extension Gateway {
                                                      txBytes: s.txBytes, rxBytes: s.rxBytes)
                 }
             }
-            // The kill switch is the table's output chain (a forwarding-only table has none).
-            report.killSwitch = (try? nftables?.rules(table: Firewall.tableName(name)))??.contains {
-                $0.chain == "output" && $0.comment?.hasPrefix("tunnelgate:\(name) ") == true
-            } ?? false
+            reportFirewall(name, into: &report)
+            report.failedClosed = record?.counters?.failedClosed
             for family in IPFamily.allCases {
                 var counts = TunnelReport.RouteCounts()
                 for r in try netlink.routes(family: family, table: slot.table) where r.protocolID == tunnelgateRouteProtocol {
@@ -177,6 +231,35 @@ extension Gateway {
             throw .netlink(error)
         }
         return report
+    }
+}
+
+extension Gateway {
+    /// The tunnel's nftables table against the one its owner recorded as enforced (the plan's, or the
+    /// block-all table), read back and compared by content: `killSwitch` only when it matches.
+    func reportFirewall(_ name: String, into report: inout TunnelReport) {
+        guard let expected = enforcedFirewall(name) else {
+            let table = Firewall.tableName(name)
+            if (try? nftables?.tables())??.contains(where: { $0.name == table && $0.comment == "tunnelgate:\(name)" }) == true {
+                report.firewall = .notVerified
+                report.firewallTable = table
+            }
+            return
+        }
+        report.firewallTable = expected.name
+        report.firewallIsKillSwitch = expected.isKillSwitch
+        let actual: NftTableContents?
+        do {
+            let socket = try nft()
+            actual = try socket.contents(of: expected.name)
+        } catch {
+            report.firewall = .notVerified
+            report.firewallDifferences = ["nftables: reading back table inet \(expected.name): \(error)"]
+            return
+        }
+        report.firewallDifferences = FirewallVerification.differences(expected: expected, actual: actual)
+        report.firewall = actual == nil ? .missing : report.firewallDifferences.isEmpty ? .asPlanned : .tamperedWith
+        report.killSwitch = report.firewall == .asPlanned && expected.isKillSwitch
     }
 }
 

@@ -232,6 +232,11 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
     /// nil removes; settings replace whatever is applied (stop, then up: the
     /// provider keeps running, the TUN is recreated).
     private func applyLocked(_ settings: TunnelSettings?, keepingKillSwitch: Bool = false) throws(GatewayError) {
+        // Failed closed: the block-all table stays until the tunnel is stopped; no settings replace it.
+        if settings != nil, let reason = monitor?.failedClosed {
+            throw .verification(["the tunnel failed closed (\(reason)); stop it (`tunnelgate down \(configuration.interfaceName)`) first"],
+                                rolledBack: false)
+        }
         // Settings again while running: only the difference, as on iOS; the TUN and packetFlow stay.
         if let current = active, let settings, let gateway, try gateway.reapply(current, settings, resolver: SystemResolver()) {
             return
@@ -273,14 +278,20 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
     private func watchLocked(_ watched: Monitor, notified: Bool) {
         guard watched === monitor, let active else { return }
         if notified { watched.notificationsArrived() }
-        let repaired = watched.runDueCheck(tunnel: active)
-        if !repaired.isEmpty {
+        let pass = watched.runDueCheck(tunnel: active)
+        if !pass.isEmpty {
             var counters = active.record.counters ?? PacketCounters()
             counters.repairs = UInt64(watched.repairs)
             counters.lastRepair = watched.lastRepair
+            counters.failedClosed = watched.failedClosed
             active.publish(counters: counters)
-            log("repaired after an outside change: \(repaired.joined(separator: "; "))")
+            if !pass.repaired.isEmpty { log("repaired after an outside change: \(pass.repaired.joined(separator: "; "))") }
+            for line in pass.problems { log(line) }
         }
+        // Failed closed: disconnected, the block-all table kept in place until the host stops (SIGTERM,
+        // `tunnelgate down`, `stop`); the provider keeps running, its packetFlow carries nothing.
+        if pass.failedClosed { setStatusLocked(.disconnected) }
+        guard watched.failedClosed == nil else { return }
         // Lines come with every change of an endpoint's path, so with every change of the verdict.
         let carrier = watched.runDueCarrierCheck(tunnel: active)
         if !carrier.isEmpty {
@@ -293,6 +304,7 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
     /// has a path (`CarrierPath.tunnelStatus`, the provider's view standing for a runtime's), else
     /// connected. The provider's own `reasserting` property is left as the provider set it.
     private func connectedStatusLocked() -> NEVPNStatus {
+        if monitor?.failedClosed != nil { return .disconnected }
         let combined = CarrierPath.tunnelStatus(runtime: providerReasserting ? .reasserting : .connected,
                                                 carrierPathGone: monitor?.carrierPathGone ?? false)
         return combined == .reasserting ? .reasserting : .connected

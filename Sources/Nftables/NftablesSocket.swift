@@ -211,11 +211,13 @@ public final class NftablesSocket {
         return out
     }
 
-    private func dump(type: UInt16, operation: String, prepare: (UnsafeMutablePointer<nlmsghdr>) -> Void,
-                      _ body: (UnsafeMutablePointer<nlmsghdr>) -> Void) throws(NftablesError) {
+    /// Sends one request and hands every answer to `body` until the dump is done (or, for a request
+    /// that is not a dump, until its acknowledgement: pass `flags: NLM_F_ACK`).
+    func dump(type: UInt16, family: UInt16 = UInt16(NFPROTO_INET), flags: UInt16 = UInt16(NLM_F_DUMP),
+              operation: String, prepare: (UnsafeMutablePointer<nlmsghdr>) -> Void,
+              _ body: (UnsafeMutablePointer<nlmsghdr>) -> Void) throws(NftablesError) {
         let seq = nextSequence()
-        let nlh = nftnl_nlmsg_build_hdr(buffer.assumingMemoryBound(to: CChar.self), type, UInt16(NFPROTO_INET),
-                                        UInt16(NLM_F_DUMP), seq)!
+        let nlh = nftnl_nlmsg_build_hdr(buffer.assumingMemoryBound(to: CChar.self), type, family, flags, seq)!
         prepare(nlh)
         if mnl_socket_sendto(socket, buffer, Int(nlh.pointee.nlmsg_len)) < 0 {
             throw NftablesError(operation: operation, errno: .current)

@@ -59,6 +59,8 @@ public final class RuntimeLoop {
         lengths.initialize(repeating: 0, count: Self.batch)
         var pendingStart = 0, pendingEnd = 0
         var retryAt: Double?
+        /// Set once the monitor failed the tunnel closed.
+        var closed = false
         // Backpressure retries start at 20 µs: a runtime's sender drains its queue fast.
         var backoff = 0.00002
         var nextStatusPoll = ProcessControl.monotonicSeconds()
@@ -128,8 +130,8 @@ public final class RuntimeLoop {
 
         while true {
             let now = ProcessControl.monotonicSeconds()
-            // Read the TUN only when nothing is waiting for the runtime's queue.
-            fds[0].events = readsTun && pendingEnd == 0 ? Int16(POLLIN) : 0
+            // Read the TUN only when nothing is waiting for the runtime's queue (and never once failed closed).
+            fds[0].events = readsTun && pendingEnd == 0 && !closed ? Int16(POLLIN) : 0
             var timeout = nextStatusPoll - now
             if let retryAt { timeout = min(timeout, retryAt - now) }
             if let monitor, monitor.timeoutMilliseconds() >= 0 { timeout = min(timeout, Double(monitor.timeoutMilliseconds()) / 1000) }
@@ -168,15 +170,28 @@ public final class RuntimeLoop {
             }
             if let monitor {
                 if fds[3...].contains(where: { $0.revents != 0 }) { monitor.notificationsArrived() }
-                let repaired = monitor.runDueCheck(tunnel: tunnel)
-                if !repaired.isEmpty {
-                    log("repaired after an outside change: \(repaired.joined(separator: "; "))")
+                let pass = monitor.runDueCheck(tunnel: tunnel)
+                if !pass.repaired.isEmpty { log("repaired after an outside change: \(pass.repaired.joined(separator: "; "))") }
+                for line in pass.problems { log(line) }
+                if !pass.isEmpty {
                     counters.repairs = UInt64(monitor.repairs)
                     counters.lastRepair = monitor.lastRepair
+                    counters.failedClosed = monitor.failedClosed
                     publish()
                 }
+                if pass.failedClosed, !closed {
+                    // Failed closed: the runtime stops, the tunnel is disconnected, and this loop only
+                    // keeps the block-all table in place (the monitor) until SIGTERM, `down` or `stop`.
+                    closed = true
+                    host?.stop()
+                    pendingStart = 0
+                    pendingEnd = 0
+                    retryAt = nil
+                    messages = nil
+                    tunnel.publish(status: .disconnected)
+                }
                 // Lines come with every change of an endpoint's path, so with every change of the verdict.
-                let carrier = monitor.runDueCarrierCheck(tunnel: tunnel)
+                let carrier = closed ? [] : monitor.runDueCarrierCheck(tunnel: tunnel)
                 if !carrier.isEmpty {
                     for line in carrier { log(line) }
                     let combined = status(runtime: lastState?.tunnelStatus ?? .connected)
@@ -184,7 +199,7 @@ public final class RuntimeLoop {
                 }
             }
             let after = ProcessControl.monotonicSeconds()
-            if let host, after >= nextStatusPoll {
+            if let host, !closed, after >= nextStatusPoll {
                 nextStatusPoll = after + 0.25
                 do {
                     let state = try host.status()
@@ -199,7 +214,7 @@ public final class RuntimeLoop {
                     return .runtimeFailed(error.description)
                 }
             }
-            if host == nil { nextStatusPoll = after + 1 }
+            if host == nil || closed { nextStatusPoll = after + 1 }
             if after >= nextPublish {
                 nextPublish = after + 1
                 publish()

@@ -376,7 +376,7 @@ extension CommandLine {
             lines.append("  routes (table \(t)): IPv4 \(r.ipv4Routes.included) included, \(r.ipv4Routes.excluded) excluded; "
                          + "IPv6 \(r.ipv6Routes.included) included, \(r.ipv6Routes.excluded) excluded; \(r.rules) rules")
         }
-        if r.killSwitch { lines.append("  kill switch: on (nftables table inet tunnelgate-\(r.name)); nothing leaves but the tunnel, the carriers and loopback") }
+        lines += r.firewallLines
         if case .object(let members)? = r.runtime {
             func text(_ key: String) -> String? {
                 if case .string(let v)? = members.first(where: { $0.key == key })?.value { return v }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Robustness: another program deletes the tunnel's policy rules, flushes its table, removes its
 # nftables table or sets its interface down; tunnelgate notices through its netlink monitor and puts
-# everything back within a second, and says so in its status.
+# everything back within a second, and says so in its status. Repairs never pause: a rule deleted 15
+# times in a row is back within a second each time (netns/tests/firewall-content.sh has the kill
+# switch's content, tampering in a tight loop and failing closed).
 #
 #   C (tunnelgate, tg0, kill switch) ── R ── I
 set -uo pipefail
@@ -52,6 +54,24 @@ ip -n "$NS_C" link set dev tg0 down
 wait_for "the interface is up again within a second" 1 bash -c "ip -n $NS_C link show dev tg0 | grep -q '<[^>]*,UP[,>]'"
 ip -n "$NS_C" link set dev tg0 mtu 1280
 wait_for "the MTU is put back within a second" 1 bash -c "ip -n $NS_C link show dev tg0 | grep -q ' mtu 1400 '"
+
+# Repair never pauses: the IPv4 rule deleted 15 times in a row (repairs used to stop after 10 in 10 s),
+# and the kill switch's final drop rule deleted 15 times: each one is back within a second.
+repaired=0
+for i in $(seq 1 15); do
+  ip -n "$NS_C" -4 rule del pref "$pref"
+  _tg_poll 1 rules_are 1 && repaired=$((repaired + 1))
+done
+check_eq "[no pause] each of 15 deletions of the rule in a row is repaired within a second" 15 "$repaired"
+blocked_rules() { ip netns exec "$NS_C" nft list chain inet tunnelgate-tg0 output | grep -c 'comment "tunnelgate:tg0 blocked"'; }
+has_blocked_rule() { [ "$(blocked_rules)" -eq 1 ]; }
+repaired=0
+for i in $(seq 1 15); do
+  handle=$(ip netns exec "$NS_C" nft -a list chain inet tunnelgate-tg0 output | sed -n 's/.*comment "tunnelgate:tg0 blocked" # handle \([0-9]*\).*/\1/p')
+  ip netns exec "$NS_C" nft delete rule inet tunnelgate-tg0 output handle "${handle:-0}"
+  _tg_poll 1 has_blocked_rule && repaired=$((repaired + 1))
+done
+check_eq "[no pause] each of 15 deletions of the kill switch's final drop rule is repaired within a second" 15 "$repaired"
 
 status=$(ip netns exec "$NS_C" "$TG" status tg0)
 check_match "status says it repaired" 'repaired [0-9]+ times? after outside changes' "$status"
