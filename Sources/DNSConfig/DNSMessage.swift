@@ -9,11 +9,12 @@
 ///   `truncatedRecord`); bytes after the last record are not read;
 /// - labels are 1–63 bytes, label types 01 and 10 are refused, a name is at
 ///   most 255 bytes in wire form (`nameTooLong`);
-/// - a compression pointer (RFC 1035 §4.1.4) must point backwards, before the
-///   start of the stretch of labels it ends, to a name after the header; so a
-///   chain of pointers strictly descends and always ends. A name follows at
-///   most 127 pointers (it has at most 127 labels), so a hostile message
-///   costs at most a few hundred steps per name (`invalidPointer`).
+/// - a compression pointer (RFC 1035 §4.1.4) must point to a prior
+///   occurrence: a name after the header that lies wholly before the start
+///   of the stretch of labels the pointer ends. So a chain of pointers
+///   strictly descends, reads no byte twice and nothing after the name's
+///   place. A name follows at most 127 pointers (it has at most 127
+///   labels) (`invalidPointer`).
 ///
 /// RDATA is kept as it came: names inside it (NS, CNAME, MX, …) may be
 /// compressed, pointing into the message they came from.
@@ -153,31 +154,45 @@ public struct DNSMessage: Hashable, Sendable {
 
     /// The name at `start`, following compression pointers, and the offset
     /// just after it where it stands (after its first pointer, if any).
+    ///
+    /// The name is read in stretches: labels in place, then after each
+    /// pointer the labels at its target. A pointer points to a prior
+    /// occurrence (RFC 1035 §4.1.4): its target is after the header and
+    /// before the start of the stretch the pointer ends, and the stretch it
+    /// starts lies wholly before that start too. So stretches never overlap,
+    /// each byte of the message is read at most once per name, and nothing
+    /// after the name's place is read.
     static func readName(_ message: [UInt8], at start: Int, inQuestion: Bool) throws(DNSMessageError) -> (DNSName, Int) {
-        func truncated(_ offset: Int) -> DNSMessageError {
-            inQuestion ? .truncatedQuestion(offset: offset) : .truncatedRecord(offset: offset)
-        }
         var labels: [[UInt8]] = []
         var wireLength = 1
         var offset = start
-        // The start of the stretch of labels being read: a pointer must point before it.
+        // The stretch being read: it started at `stretch` and must end before `bound`.
         var stretch = start
+        var bound = message.count
+        // The pointer that started it, if one did: a stretch that runs into its bound is that pointer's fault.
+        var pointer: Int?
         var end: Int?
         var pointers = 0
+        func overrun(_ at: Int) -> DNSMessageError {
+            if let pointer { return .invalidPointer(offset: pointer) }
+            return inQuestion ? .truncatedQuestion(offset: at) : .truncatedRecord(offset: at)
+        }
         while true {
-            guard offset < message.count else { throw truncated(offset) }
+            guard offset < bound else { throw overrun(offset) }
             let length = Int(message[offset])
             switch length & 0xc0 {
             case 0xc0:
-                guard offset + 1 < message.count else { throw truncated(offset) }
+                guard offset + 1 < bound else { throw overrun(offset) }
                 let target = (length & 0x3f) << 8 | Int(message[offset + 1])
                 pointers += 1
                 guard target >= DNSQuery.headerLength, target < stretch, pointers <= Self.maximumPointers else {
                     throw .invalidPointer(offset: offset)
                 }
                 if end == nil { end = offset + 2 }
-                offset = target
+                pointer = offset
+                bound = stretch
                 stretch = target
+                offset = target
                 continue
             case 0x40, 0x80:
                 throw .reservedLabelType(offset: offset)
@@ -189,7 +204,7 @@ public struct DNSMessage: Hashable, Sendable {
             }
             wireLength += 1 + length
             guard wireLength <= DNSName.maximumWireLength else { throw .nameTooLong(offset: offset) }
-            guard offset + 1 + length <= message.count else { throw truncated(offset) }
+            guard offset + 1 + length <= bound else { throw overrun(offset) }
             labels.append(Array(message[(offset + 1)..<(offset + 1 + length)]))
             offset += 1 + length
         }

@@ -16,9 +16,9 @@ public enum DNSMessageError: Error, Hashable, Sendable, CustomStringConvertible 
     case questionCount(Int)
     /// A compression pointer (top bits 11) in a query's question, where nothing can be pointed at.
     case compressionPointer(offset: Int)
-    /// A compression pointer that does not point backwards, before the name
-    /// it is part of, to a name after the header; or more pointers in one
-    /// name than it can have labels.
+    /// A compression pointer that does not point to a prior occurrence: a
+    /// name after the header, wholly before the labels the pointer ends; or
+    /// more pointers in one name than it can have labels.
     case invalidPointer(offset: Int)
     /// A label type 01 or 10 (RFC 6891 §5: reserved).
     case reservedLabelType(offset: Int)

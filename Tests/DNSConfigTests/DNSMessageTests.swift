@@ -75,6 +75,20 @@ final class DNSMessageTests: XCTestCase {
         }
     }
 
+    func testAPointerMustPointToAPriorOccurrence() throws {
+        // Question "1" A IN (12–18); the record's owner is a pointer at 19, then type, class, TTL, 10 bytes of data.
+        func message(pointingTo target: UInt8) -> [UInt8] {
+            [0, 1, 0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0x31, 0, 0, 1, 0, 1, 0xc0, target,
+             0, 1, 0, 1, 0, 0, 0, 0, 0, 10] + [UInt8](repeating: 0, count: 10)
+        }
+        // To 17 (the class's zero byte, read as the root): before the pointer, wholly. Accepted.
+        XCTAssertEqual(try DNSMessage(parsing: message(pointingTo: 17)).answers.first?.name, .root)
+        // To 18: a label of length 1 whose byte is the pointer itself, and on past it. Refused.
+        XCTAssertThrowsError(try DNSMessage(parsing: message(pointingTo: 18))) {
+            XCTAssertEqual($0 as? DNSMessageError, .invalidPointer(offset: 19))
+        }
+    }
+
     func testPointerChainsAreBounded() throws {
         /// A message whose record k is owned by a pointer to record k − 1's owner (record 1: to the question).
         func chain(_ records: Int) -> [UInt8] {
