@@ -425,17 +425,22 @@ enum FuzzSeeds {
         // dnsmasq's truncated answer: TC, the question, OPT.
         var truncated = Array(edns)
         truncated[2] = 0x87; truncated[3] = 0x80
-        // A pointer chain: three records each owned by a pointer to the previous owner.
-        var chain: [UInt8] = [0, 1, 0x81, 0x80, 0, 1, 0, 3, 0, 0, 0, 0, 1, 0x61, 0, 0, 1, 0, 1]
-        var previous = 12
-        for _ in 0..<3 {
-            let here = chain.count
-            chain += [0xc0 | UInt8(previous >> 8), UInt8(previous & 0xff), 0, 1, 0, 1, 0, 0, 0, 1, 0, 0]
-            previous = here
+        // Pointer chains: records each owned by a pointer to the previous owner; 127 pointers deep is the
+        // most a name may follow, 128 is refused (both are seeds: the bound is where the bugs would be).
+        func chain(_ records: Int) -> [UInt8] {
+            var bytes: [UInt8] = [0, 1, 0x81, 0x80, 0, 1, UInt8(records >> 8), UInt8(records & 0xff), 0, 0, 0, 0,
+                                  1, 0x61, 0, 0, 1, 0, 1]
+            var previous = 12
+            for _ in 0..<records {
+                let here = bytes.count
+                bytes += [0xc0 | UInt8(previous >> 8), UInt8(previous & 0xff), 0, 1, 0, 1, 0, 0, 0, 1, 0, 0]
+                previous = here
+            }
+            return bytes
         }
         // 0: whole messages.
-        for (label, bytes) in [("compressed", compressed), ("truncated", truncated), ("edns-query", edns), ("chain", chain),
-                               ("query", query.encoded)] {
+        for (label, bytes) in [("compressed", compressed), ("truncated", truncated), ("edns-query", edns), ("chain-3", chain(3)),
+                               ("chain-127", chain(127)), ("chain-128", chain(128)), ("query", query.encoded)] {
             seeds.append(("message-\(label)", [0] + bytes))
         }
         // 1: queries.
