@@ -443,6 +443,20 @@ enum FuzzSeeds {
                                ("chain-127", chain(127)), ("chain-128", chain(128)), ("query", query.encoded)] {
             seeds.append(("message-\(label)", [0] + bytes))
         }
+        // EDNS payload sizes at the bounds (below 512 counts as 512; above 65507, as 65507).
+        for payload in [0, 511, 512, 513, 65507, 65535] {
+            var sized = edns
+            sized[edns.count - 15 + 3] = UInt8(payload >> 8)
+            sized[edns.count - 15 + 4] = UInt8(payload & 0xff)
+            seeds.append(("message-edns-\(payload)", [0] + sized))
+        }
+        // An answer whose OPT record (480 bytes of padding, RFC 7830) does not fit in 512 with the question:
+        // its id equals its flags, so the target truncates it to 512 and the OPT must go.
+        var padded = compressed
+        padded[0] = 0x81; padded[1] = 0x80
+        padded.removeLast(11)
+        padded += [0, 0, 41, 0x10, 0, 0, 0, 0, 0, 0x01, 0xe4, 0, 12, 0x01, 0xe0] + [UInt8](repeating: 0, count: 480)
+        seeds.append(("message-big-opt", [0] + padded))
         // 1: queries.
         let longest = DNSQuery(id: 7, name: DNSName(validatedLabels: [[UInt8](repeating: 0x61, count: 63), [UInt8](repeating: 0x62, count: 63),
                                                                        [UInt8](repeating: 0x63, count: 63), [UInt8](repeating: 0x64, count: 61)]),
