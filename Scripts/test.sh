@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every Tunnelgate test, as root, from a fresh clone: installs the Debian packages (Scripts/setup.sh),
 # builds, runs the unit tests (swift test), the example runtime's C tests, the WireGuard parsers' fuzz
-# target for a bounded time (Scripts/fuzz-wireguard.sh, TG_FUZZ_TIME seconds, default 60), then every
-# network-namespace scenario in netns/tests/ (two at a time; each builds its own namespaces). Each scenario's output goes to a log that is printed when it ends.
+# target for a bounded time (Scripts/fuzz-wireguard.sh, TG_FUZZ_TIME seconds, default 60), the DNS
+# parsers' (Scripts/fuzz-dns.sh, half of TG_FUZZ_TIME, default 30), then every network-namespace
+# scenario in netns/tests/ (two at a time; each builds its own namespaces). Each scenario's output goes to a log that is printed when it ends.
 # The last line is the total, "N passed, N failed", counting swift test's executed tests and the scenarios'
 # checks; the exit status is non-zero if anything failed.
 #
@@ -101,6 +102,26 @@ if [ $# -eq 0 ]; then
     passed=$((passed + p))
     failed=$((failed + f))
     [ "$fz_rc" -ne 0 ] && [ "$f" -eq 0 ] && fail_step "the WireGuard fuzz target exited $fz_rc with no failed check"
+  fi
+fi
+
+# --- The DNS message parsers under libFuzzer, for half that time (one check: libFuzzer exited 0) --------
+# A crash or broken invariant leaves its input in .build/fuzz-dns/artifacts/; the log names it.
+if [ $# -eq 0 ]; then
+  dns_fuzz_time=$(( ${TG_FUZZ_TIME:-60} / 2 ))
+  [ "$dns_fuzz_time" -ge 1 ] || dns_fuzz_time=1
+  section "fuzz: Scripts/fuzz-dns.sh (${dns_fuzz_time}s)"
+  DNS_FUZZ_TIME=$dns_fuzz_time bash Scripts/fuzz-dns.sh >"$logs/fuzz-dns.log" 2>&1
+  fz_rc=$?
+  sed 's/^/    /' "$logs/fuzz-dns.log"
+  summary=$(tail -n 1 "$logs/fuzz-dns.log" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
+  if [ -z "$summary" ]; then
+    fail_step "the DNS fuzz target ended without a summary line (exit $fz_rc)"
+  else
+    read -r p f <<<"$summary"
+    passed=$((passed + p))
+    failed=$((failed + f))
+    [ "$fz_rc" -ne 0 ] && [ "$f" -eq 0 ] && fail_step "the DNS fuzz target exited $fz_rc with no failed check"
   fi
 fi
 

@@ -55,6 +55,26 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
         return true
     }
 
+    /// True when both names have the same labels, ASCII case ignored (RFC
+    /// 4343): how DNS compares names, and how an answer's question is matched
+    /// against the query's (`Host.Corp.example` is `host.corp.EXAMPLE`).
+    public func equalsIgnoringASCIICase(_ other: DNSName) -> Bool {
+        labels.count == other.labels.count
+            && zip(labels, other.labels).allSatisfy { Self.equalIgnoringASCIICase($0, $1) }
+    }
+
+    /// The name in wire form, uncompressed: each label after its length byte, then the root's zero byte.
+    public var wireBytes: [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(wireLength)
+        for label in labels {
+            bytes.append(UInt8(label.count))
+            bytes.append(contentsOf: label)
+        }
+        bytes.append(0)
+        return bytes
+    }
+
     static func equalIgnoringASCIICase(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
         for (x, y) in zip(a, b) where Self.lowercased(x) != Self.lowercased(y) { return false }

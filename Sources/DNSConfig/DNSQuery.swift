@@ -7,7 +7,8 @@
 /// before its question to point at), as are the reserved label types 01 and
 /// 10, labels that run past the message, and names longer than 255 bytes.
 /// Everything after the question (an EDNS OPT record, say) is relayed
-/// untouched and not read.
+/// untouched and not read here (`DNSMessage` reads it for the EDNS payload
+/// size).
 public struct DNSQuery: Hashable, Sendable {
     public var id: UInt16
     public var name: DNSName
@@ -63,25 +64,13 @@ public struct DNSQuery: Hashable, Sendable {
         questionClass = UInt16(message[offset + 2]) << 8 | UInt16(message[offset + 3])
     }
 
+    /// The question: name, type and class.
+    public var question: DNSQuestion {
+        DNSQuestion(name: name, type: type, questionClass: questionClass)
+    }
+
     /// The message of this query: header (RD set) and question, nothing else.
     public var encoded: [UInt8] {
-        var bytes: [UInt8] = [UInt8(id >> 8), UInt8(id & 0xff), 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]
-        for label in name.labels {
-            bytes.append(UInt8(label.count))
-            bytes.append(contentsOf: label)
-        }
-        bytes += [0, UInt8(type >> 8), UInt8(type & 0xff), UInt8(questionClass >> 8), UInt8(questionClass & 0xff)]
-        return bytes
-    }
-
-    /// The id of a message (its first two bytes); nil when it is shorter than a header.
-    static func messageID(_ message: UnsafeRawBufferPointer) -> UInt16? {
-        guard message.count >= headerLength else { return nil }
-        return UInt16(message[0]) << 8 | UInt16(message[1])
-    }
-
-    /// True when `message` is a response (QR = 1) carrying `id`.
-    static func isResponse(_ message: UnsafeRawBufferPointer, id: UInt16) -> Bool {
-        messageID(message) == id && message[2] & 0x80 != 0
+        [UInt8(id >> 8), UInt8(id & 0xff), 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0] + question.wireBytes
     }
 }

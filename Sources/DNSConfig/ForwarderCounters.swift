@@ -11,11 +11,19 @@ final class ForwarderCounters: Sendable {
     let overloaded = Atomic<Int>(0)
     let timedOut = Atomic<Int>(0)
     let upstreamErrors = Atomic<Int>(0)
+    let answersFromWrongSource = Atomic<Int>(0)
+    let answersWithWrongID = Atomic<Int>(0)
+    let answersWithWrongQuestion = Atomic<Int>(0)
+    let malformedAnswers = Atomic<Int>(0)
+    let retriedOverTCP = Atomic<Int>(0)
+    let truncatedForClient = Atomic<Int>(0)
     /// Why the thread ended on its own, if it did.
     let failure = Mutex<String?>(nil)
 
     enum Counter {
         case received, toTunnel, toFallback, answered, malformed, overloaded, timedOut, upstreamErrors
+        case answersFromWrongSource, answersWithWrongID, answersWithWrongQuestion, malformedAnswers
+        case retriedOverTCP, truncatedForClient
     }
 
     func add(_ counter: Counter) {
@@ -28,6 +36,22 @@ final class ForwarderCounters: Sendable {
         case .overloaded: overloaded.add(1, ordering: .relaxed)
         case .timedOut: timedOut.add(1, ordering: .relaxed)
         case .upstreamErrors: upstreamErrors.add(1, ordering: .relaxed)
+        case .answersFromWrongSource: answersFromWrongSource.add(1, ordering: .relaxed)
+        case .answersWithWrongID: answersWithWrongID.add(1, ordering: .relaxed)
+        case .answersWithWrongQuestion: answersWithWrongQuestion.add(1, ordering: .relaxed)
+        case .malformedAnswers: malformedAnswers.add(1, ordering: .relaxed)
+        case .retriedOverTCP: retriedOverTCP.add(1, ordering: .relaxed)
+        case .truncatedForClient: truncatedForClient.add(1, ordering: .relaxed)
+        }
+    }
+
+    /// Counts a dropped upstream answer under its reason.
+    func add(_ rejection: DNSAnswerRejection) {
+        switch rejection {
+        case .wrongSource: add(.answersFromWrongSource)
+        case .wrongID: add(.answersWithWrongID)
+        case .wrongQuestion: add(.answersWithWrongQuestion)
+        case .malformed: add(.malformedAnswers)
         }
     }
 
@@ -40,6 +64,12 @@ final class ForwarderCounters: Sendable {
             malformed: malformed.load(ordering: .relaxed),
             overloaded: overloaded.load(ordering: .relaxed),
             timedOut: timedOut.load(ordering: .relaxed),
-            upstreamErrors: upstreamErrors.load(ordering: .relaxed))
+            upstreamErrors: upstreamErrors.load(ordering: .relaxed),
+            answersFromWrongSource: answersFromWrongSource.load(ordering: .relaxed),
+            answersWithWrongID: answersWithWrongID.load(ordering: .relaxed),
+            answersWithWrongQuestion: answersWithWrongQuestion.load(ordering: .relaxed),
+            malformedAnswers: malformedAnswers.load(ordering: .relaxed),
+            retriedOverTCP: retriedOverTCP.load(ordering: .relaxed),
+            truncatedForClient: truncatedForClient.load(ordering: .relaxed))
     }
 }

@@ -27,13 +27,18 @@ final class ForwarderLoop {
     private struct Exchange {
         var origin: Origin
         var clientID: UInt16
-        var upstreamID: UInt16
-        /// The query as sent upstream (id replaced by `upstreamID`).
+        /// The query as sent upstream: its id is the current try's random id.
+        var query: DNSQuery
+        /// The message as sent upstream (the client's, with the current try's id).
         var message: [UInt8]
         var servers: [SocketAddress]
         var bindsToTunnel: Bool
+        /// The largest answer a UDP client takes: its EDNS payload size, else 512.
+        var clientLimit: Int
         /// Index into `servers` of the server being tried.
         var attempt = 0
+        /// This try is over TCP: the client came over TCP, or the server's UDP answer was truncated.
+        var overStream = false
         var socket: FileDescriptor?
         var phase = Phase.datagram
         var received: [UInt8] = []
@@ -232,12 +237,10 @@ final class ForwarderLoop {
             return
         }
         counters.add(toTunnel ? .toTunnel : .toFallback)
-        let upstreamID = UInt16.random(in: .min ... .max, using: &random)
-        var upstreamMessage = message
-        upstreamMessage[0] = UInt8(upstreamID >> 8)
-        upstreamMessage[1] = UInt8(upstreamID & 0xff)
-        var exchange = Exchange(origin: origin, clientID: query.id, upstreamID: upstreamID, message: upstreamMessage,
-                                servers: servers, bindsToTunnel: toTunnel)
+        // What a UDP client takes (RFC 6891 §6.2.3); records after the question that do not parse: 512.
+        let clientLimit = (try? DNSMessage(parsing: message))?.udpPayloadLimit ?? DNSMessage.minimumUDPPayload
+        var exchange = Exchange(origin: origin, clientID: query.id, query: query, message: message,
+                                servers: servers, bindsToTunnel: toTunnel, clientLimit: clientLimit)
         if case .stream(let client) = origin { clients[client]?.inFlight += 1 }
         if launch(&exchange, from: 0) {
             exchanges[makeKey()] = exchange
@@ -247,10 +250,11 @@ final class ForwarderLoop {
     }
 
     /// Sends the query to `servers[first]`, or the next server that takes
-    /// it; false when none does.
+    /// it; false when none does. Over the client's transport.
     private func launch(_ exchange: inout Exchange, from first: Int) -> Bool {
         exchange.socket?.close()
         exchange.socket = nil
+        if case .stream = exchange.origin { exchange.overStream = true } else { exchange.overStream = false }
         var attempt = first
         while attempt < exchange.servers.count {
             let server = exchange.servers[attempt]
@@ -269,25 +273,82 @@ final class ForwarderLoop {
         return false
     }
 
+    /// A truncated UDP answer came back: the same server, again, over TCP;
+    /// the next server when that cannot start.
+    private func retryOverStream(_ exchange: inout Exchange) -> Bool {
+        exchange.socket?.close()
+        exchange.socket = nil
+        exchange.overStream = true
+        counters.add(.retriedOverTCP)
+        do throws(SystemCallError) {
+            try open(&exchange, to: exchange.servers[exchange.attempt])
+            exchange.deadline = ProcessControl.monotonicSeconds() + configuration.attemptTimeout
+            return true
+        } catch {
+            exchange.socket?.close()
+            exchange.socket = nil
+            counters.add(.upstreamErrors)
+            return launch(&exchange, from: exchange.attempt + 1)
+        }
+    }
+
+    /// Opens this try's socket and sends the query (UDP) or starts
+    /// connecting (TCP), with a fresh random id.
+    ///
+    /// The UDP socket is not connected, so that every datagram that reaches
+    /// it is seen and checked (`UpstreamAnswer`) and a stray one counted, not
+    /// silently dropped by the kernel. It is bound to the address the kernel
+    /// would send from to this server (so datagrams to the host's other
+    /// addresses do not reach it) and to a port the kernel picks at random
+    /// (bind to port 0), and it has IP_RECVERR so that an ICMP port
+    /// unreachable still fails the try at once.
     private func open(_ exchange: inout Exchange, to server: SocketAddress) throws(SystemCallError) {
-        let stream: Bool
-        if case .stream = exchange.origin { stream = true } else { stream = false }
-        let socket = try FileDescriptor.socket(family: server.family, type: stream ? .stream : .datagram, nonBlocking: true)
-        exchange.socket = socket
+        let id = UInt16.random(in: .min ... .max, using: &random)
+        exchange.query.id = id
+        exchange.message[0] = UInt8(id >> 8)
+        exchange.message[1] = UInt8(id & 0xff)
+        exchange.received = []
+        if exchange.overStream {
+            let socket = try FileDescriptor.socket(family: server.family, type: .stream, nonBlocking: true)
+            exchange.socket = socket
+            try bindToTunnel(socket, exchange)
+            exchange.phase = try socket.connect(to: server) ? .writing(offset: 0) : .connecting
+        } else {
+            let local = try sourceAddress(toward: server, exchange)
+            let socket = try FileDescriptor.socket(family: server.family, type: .datagram, nonBlocking: true)
+            exchange.socket = socket
+            let option = SplitDNSForwarder.receiveErrorsOption(family: server.family)
+            try socket.setSocketOption(level: option.level, name: option.name, value: 1)
+            try bindToTunnel(socket, exchange)
+            try socket.bind(to: local)
+            let sent = try exchange.message.withUnsafeBytes { b in
+                Result { () throws(SystemCallError) in try socket.send(b, to: server) }
+            }.get()
+            guard sent == exchange.message.count else { throw SystemCallError("sendto(\(server))", .wouldBlock) }
+            exchange.phase = .datagram
+        }
+    }
+
+    private func bindToTunnel(_ socket: FileDescriptor, _ exchange: Exchange) throws(SystemCallError) {
         if exchange.bindsToTunnel, let interface = configuration.tunnelInterface {
             try socket.bindToDevice(interface)
         }
-        exchange.received = []
-        if stream {
-            exchange.phase = try socket.connect(to: server) ? .writing(offset: 0) : .connecting
-        } else {
-            try socket.connect(to: server)
-            let sent = try exchange.message.withUnsafeBytes { b in
-                Result { () throws(SystemCallError) in try socket.send(b) }
-            }.get()
-            guard sent == exchange.message.count else { throw SystemCallError("send(\(server))", .wouldBlock) }
-            exchange.phase = .datagram
+    }
+
+    /// The address the kernel sends from to `server` (the name of a UDP
+    /// socket connected to it: a route lookup, nothing is sent), with port 0.
+    private func sourceAddress(toward server: SocketAddress, _ exchange: Exchange) throws(SystemCallError) -> SocketAddress {
+        let probe = try FileDescriptor.socket(family: server.family, type: .datagram, nonBlocking: true)
+        defer { probe.close() }
+        try bindToTunnel(probe, exchange)
+        try probe.connect(to: server)
+        guard let local = try probe.localAddress() else { throw SystemCallError("getsockname", .invalidArgument) }
+        // A link-local source from a socket not bound to a device has scope 0; the link is the server's.
+        if case .ipv6(let bytes, _, 0) = local, bytes[0] == 0xfe, bytes[1] & 0xc0 == 0x80,
+           case .ipv6(_, _, let scope) = server {
+            return .ipv6(bytes, port: 0, scope: scope)
         }
+        return local.withPort(0)
     }
 
     private func serviceExchange(_ key: Int, _ events: PollSet.Events) {
@@ -295,12 +356,33 @@ final class ForwarderLoop {
         do throws(SystemCallError) {
             switch exchange.phase {
             case .datagram:
-                while let received = try socket.receive(into: buffer) {
-                    let answer = UnsafeRawBufferPointer(rebasing: buffer[0..<received.count])
-                    if DNSQuery.isResponse(answer, id: exchange.upstreamID) {
-                        exchanges.removeValue(forKey: key)
-                        return finish(exchange, answer: Array(answer))
+                // A bounded batch: a flood of forgeries must not keep the other sockets waiting.
+                for _ in 0..<Self.datagramBatch {
+                    guard let received = try socket.receive(into: buffer) else { break }
+                    let answer = Array(buffer[0..<received.count])
+                    let server = exchange.servers[exchange.attempt]
+                    let message: DNSMessage?
+                    switch UpstreamAnswer.check(answer, from: received.from, server: server, query: exchange.query) {
+                    case .rejected(let reason):
+                        counters.add(reason) // not the answer: keep waiting for it
+                        continue
+                    case .truncated:
+                        message = nil
+                    case .answer(let parsed):
+                        message = parsed
                     }
+                    if let message, !message.isTruncated {
+                        exchanges.removeValue(forKey: key)
+                        return finish(exchange, answer: (answer, message))
+                    }
+                    // TC = 1: the whole answer, from the same server, over TCP.
+                    if retryOverStream(&exchange) {
+                        exchanges[key] = exchange
+                    } else {
+                        exchanges.removeValue(forKey: key)
+                        finish(exchange, answer: nil)
+                    }
+                    return
                 }
                 exchanges[key] = exchange
                 return
@@ -320,14 +402,21 @@ final class ForwarderLoop {
                 guard let received = try socket.receive(into: buffer) else { break }
                 guard received.count > 0 else { throw SystemCallError("recv", .connectionRefused) } // closed early
                 exchange.received.append(contentsOf: buffer[0..<received.count])
-                if exchange.received.count >= 2 {
+                // Every complete frame is checked; one that is not the answer is dropped and the next one read.
+                while exchange.received.count >= 2 {
                     let length = Int(exchange.received[0]) << 8 | Int(exchange.received[1])
-                    if exchange.received.count >= 2 + length {
-                        let answer = Array(exchange.received[2..<(2 + length)])
-                        let valid = answer.withUnsafeBytes { DNSQuery.isResponse($0, id: exchange.upstreamID) }
-                        guard valid else { throw SystemCallError("recv", .invalidArgument) }
+                    guard exchange.received.count >= 2 + length else { break }
+                    let answer = Array(exchange.received[2..<(2 + length)])
+                    exchange.received.removeFirst(2 + length)
+                    // The connection's peer is the server: the kernel matched the source.
+                    switch exchange.query.check(answer: answer) {
+                    case .rejected(let reason):
+                        counters.add(reason)
+                    case .truncated:
+                        counters.add(.malformedAnswers) // cut short over TCP too: nothing to relay
+                    case .answer(let message):
                         exchanges.removeValue(forKey: key)
-                        return finish(exchange, answer: answer)
+                        return finish(exchange, answer: (answer, message))
                     }
                 }
             }
@@ -344,12 +433,18 @@ final class ForwarderLoop {
         }
     }
 
-    /// Ends an exchange: closes its socket and relays the answer, if there is one.
-    private func finish(_ exchange: Exchange, answer: [UInt8]?) {
+    /// Ends an exchange: closes its socket and relays the answer, if there
+    /// is one (its bytes, and the message they parse to).
+    private func finish(_ exchange: Exchange, answer checked: ([UInt8], DNSMessage)?) {
         exchange.socket?.close()
         switch exchange.origin {
         case .datagram(let client):
-            guard var answer else { return }
+            guard case (var answer, let message)? = checked else { return }
+            if answer.count > exchange.clientLimit {
+                // As a server would: TC set, the question and OPT only; the client asks again over TCP.
+                answer = message.truncated(toFit: exchange.clientLimit)
+                counters.add(.truncatedForClient)
+            }
             answer[0] = UInt8(exchange.clientID >> 8)
             answer[1] = UInt8(exchange.clientID & 0xff)
             let sent = answer.withUnsafeBytes { b in try? listeners.datagram.send(b, to: client) }
@@ -357,7 +452,7 @@ final class ForwarderLoop {
         case .stream(let key):
             guard var client = clients[key] else { return }
             client.inFlight -= 1
-            if var answer {
+            if var answer = checked?.0 {
                 answer[0] = UInt8(exchange.clientID >> 8)
                 answer[1] = UInt8(exchange.clientID & 0xff)
                 client.outbound += [UInt8(answer.count >> 8), UInt8(answer.count & 0xff)] + answer

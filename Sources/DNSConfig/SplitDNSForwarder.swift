@@ -9,6 +9,15 @@ import Synchronization
 /// before) otherwise. The answer goes back to the client with the client's
 /// query id.
 ///
+/// Checked: an upstream answer is relayed only when it comes from the
+/// server's address and port to the address and random port the query left
+/// from, carries the query's random id, and asks the query's question (name
+/// ignoring ASCII case, type, class), with every section well formed;
+/// anything else is dropped, counted by reason, and the wait for the real
+/// answer goes on. A truncated UDP answer is asked again over TCP of the
+/// same server; an answer larger than its UDP client takes is truncated as a
+/// server would (docs/dns.md).
+///
 /// Bounded: one thread runs everything (poll(2), non-blocking sockets, no
 /// thread per query); at most `maximumInFlight` queries wait for upstream
 /// answers (more are dropped and counted); each upstream try waits
@@ -79,8 +88,22 @@ public final class SplitDNSForwarder: Sendable {
         public var overloaded: Int
         /// Queries dropped after every server had its `attemptTimeout`.
         public var timedOut: Int
-        /// Upstream tries that failed at once (refused, unreachable, a bad answer).
+        /// Upstream tries that failed at once (refused, unreachable, a connection closed early).
         public var upstreamErrors: Int
+        /// Upstream datagrams dropped because they came from another address
+        /// or port than the query went to (`DNSAnswerRejection`; none of
+        /// these ends the wait for the real answer).
+        public var answersFromWrongSource: Int
+        /// Upstream answers dropped because their id is not the query's.
+        public var answersWithWrongID: Int
+        /// Upstream answers dropped because their question is not the query's (name, type, class; QDCOUNT 1).
+        public var answersWithWrongQuestion: Int
+        /// Upstream answers dropped as malformed: QR = 0, another opcode, a section that does not parse.
+        public var malformedAnswers: Int
+        /// Queries asked again over TCP, of the same server, after a truncated (TC = 1) UDP answer.
+        public var retriedOverTCP: Int
+        /// Answers larger than their UDP client takes (its EDNS payload size, else 512), sent to it truncated.
+        public var truncatedForClient: Int
     }
 
     /// The sockets clients talk to.
@@ -211,6 +234,13 @@ public final class SplitDNSForwarder: Sendable {
 
     /// Why the forwarder's thread ended on its own, if it did (a failed poll(2)).
     public var failureReason: String? { counters.failure.withLock { $0 } }
+
+    /// IP_RECVERR or IPV6_RECVERR for an upstream datagram socket of
+    /// `family`: a socket that is not connected hears of the ICMP errors for
+    /// what it sent (port unreachable: the next server at once) only with it.
+    static func receiveErrorsOption(family: Int32) -> (level: Int32, name: Int32) {
+        family == AF_INET6 ? (Int32(IPPROTO_IPV6), IPV6_RECVERR) : (Int32(IPPROTO_IP), IP_RECVERR)
+    }
 
     private static func signal(_ wake: FileDescriptor) {
         let byte: [UInt8] = [1]

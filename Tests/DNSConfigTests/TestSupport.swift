@@ -105,17 +105,35 @@ func firstAddress(in answer: [UInt8]) -> (id: UInt16, address: String)? {
     return (UInt16(answer[0]) << 8 | UInt16(answer[1]), address)
 }
 
-/// An answer to `query` with one A record (`address`).
-func answer(to query: [UInt8], address: [UInt8]) -> [UInt8]? {
+/// An answer to `query` with `records` A records, the first `address`, the
+/// next ones counting up its last byte; their owner a pointer to the question.
+func answer(to query: [UInt8], address: [UInt8], records: Int = 1) -> [UInt8]? {
     guard let parsed = try? DNSQuery(parsing: query) else { return nil }
     var out = parsed.encoded
     out[0] = query[0]
     out[1] = query[1]
     out[2] = 0x81 // QR, RD
     out[3] = 0x80 // RA
-    out[7] = 1    // ANCOUNT
-    out += [0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4] + address
+    out[6] = UInt8(records >> 8)
+    out[7] = UInt8(records & 0xff) // ANCOUNT
+    for i in 0..<records {
+        out += [0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4] + address.dropLast() + [address[3] &+ UInt8(truncatingIfNeeded: i)]
+    }
     return out
+}
+
+/// A query for `name` (A, IN) with an EDNS OPT record advertising `payload` bytes (RFC 6891 §6.1.2).
+func ednsQuery(_ name: String, id: UInt16 = 0x1234, type: UInt16 = 1, payload: UInt16) -> [UInt8] {
+    var message = query(name, id: id, type: type)
+    message[11] = 1 // ARCOUNT
+    message += [0, 0, 41, UInt8(payload >> 8), UInt8(payload & 0xff), 0, 0, 0, 0, 0, 0]
+    return message
+}
+
+/// Every A record's address in an answer, in order (nil when it does not parse).
+func allAddresses(in answer: [UInt8]) -> [String]? {
+    guard let message = try? DNSMessage(parsing: answer) else { return nil }
+    return message.answers.filter { $0.type == 1 && $0.data.count == 4 }.map { $0.data.map(String.init).joined(separator: ".") }
 }
 
 // MARK: Clients
