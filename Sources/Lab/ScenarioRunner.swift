@@ -126,13 +126,14 @@ public struct ScenarioRunner {
                                passed: false, detail: "the run was torn down")
             Expectations.record(r)
             list.append(r)
-        } else if let e = exitStatus, e != .exited(0) {
+        } else if let e = exitStatus, e != .exited(0), list.allSatisfy(\.passed) {
             let words: String
             switch e {
             case .exited(let c): words = "exit status \(c)"
             case .signalled(let s): words = "signal \(s)"
             }
-            let r = TestResult(phase: phase, name: "scenario script ends successfully", passed: false, detail: "it ended with \(words)")
+            let r = TestResult(phase: phase, name: "scenario script ends successfully", passed: false,
+                               detail: "it ended with \(words) without a failed assertion")
             Expectations.record(r)
             list.append(r)
         }

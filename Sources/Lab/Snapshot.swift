@@ -31,7 +31,8 @@ public struct Snapshot: Sendable, Equatable {
             sections.append(("addresses", try nl.addressListing()))
             sections.append(("links", try nl.linkListing()))
             let nft = try NftablesProgramSocket()
-            sections.append(("nftables", try nft.rulesetListing()))
+            // The lab's own leak sets fill with traffic: their elements are not the node's configuration.
+            sections.append(("nftables", try nft.rulesetListing().filter { !$0.hasPrefix("element \(LeakWatch.table) ") }))
         } catch {
             throw LabError("snapshot: \(error)")
         }

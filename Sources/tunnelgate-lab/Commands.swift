@@ -295,6 +295,19 @@ struct Commands {
 
     func expect(_ args: [String]) throws -> Int32 {
         guard let kind = args.first else { throw UsageError(message: "expect what?", command: .expect) }
+        if kind == "ok" {
+            // expect ok NAME -- CMD…: passes when CMD (run here, not in a node) exits 0.
+            guard args.count >= 4, args[2] == "--" else { throw UsageError(message: "expect ok NAME -- CMD…", command: .expect) }
+            let started = ProcessControl.monotonicSeconds()
+            let pid = try ProcessControl.spawnProcess(Array(args[3...]))
+            let status = try ProcessControl.wait(for: pid)
+            let phase = (try? openRun())?.state.phase ?? ""
+            let r = TestResult(phase: phase, name: args[1], passed: status == .exited(0),
+                               detail: status == .exited(0) ? "" : "\(args[3...].joined(separator: " ")): \(status.map { "\($0)" } ?? "?")",
+                               seconds: ProcessControl.monotonicSeconds() - started)
+            Expectations.record(r)
+            return r.passed ? ExitCode.success : ExitCode.failure
+        }
         let a = try Arguments(Array(args.dropFirst()), command: .expect, valued: ["--name"])
         let started = ProcessControl.monotonicSeconds()
         var result: TestResult
@@ -314,6 +327,15 @@ struct Commands {
             let (dev, words) = try Expectations.routeDevice(lab, node: a.positional[0], address: addr)
             result = TestResult(phase: lab.state.phase ?? "", name: a.one("--name") ?? "\(a.positional[0]) routes \(addr) via \(a.positional[2])",
                                 passed: dev == a.positional[2], detail: dev == a.positional[2] ? words : "expected dev \(a.positional[2]), got: \(words)")
+        case "carrier":
+            try a.expect(3...3, .expect)
+            guard ["on", "off"].contains(a.positional[2]) else { throw UsageError(message: "carrier takes on or off", command: .expect) }
+            let lab = try openRun()
+            let link = try lab.namespace(of: a.positional[0]).netlink().link(named: a.positional[1])
+            let want = a.positional[2] == "on"
+            let words = link.map { "\($0.name): \($0.isUp ? "up" : "down"), carrier \($0.hasCarrier ? "on" : "off")" } ?? "no interface \(a.positional[1])"
+            result = TestResult(phase: lab.state.phase ?? "", name: a.one("--name") ?? "\(a.positional[0]) \(a.positional[1]) has carrier \(a.positional[2])",
+                                passed: link?.hasCarrier == want, detail: words)
         case "same-snapshot":
             try a.expect(2...2, .expect)
             let (x, y) = (try readSnapshot(a.positional[0]), try readSnapshot(a.positional[1]))

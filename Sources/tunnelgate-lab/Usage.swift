@@ -36,7 +36,7 @@ enum LabCommand: String, CaseIterable {
         case .watch: "tunnelgate-lab watch [--tunnel NODE[:NAME]]... [--process NODE:NAME]... [--for SECONDS] [--tunnelgate PATH]"
         case .run: "tunnelgate-lab run SCENARIO [--topology TOPOLOGY.json] [--tap FILE] [--junit FILE] [--run-id ID] [-- ARG...]"
         case .phase: "tunnelgate-lab phase NAME"
-        case .expect: "tunnelgate-lab expect reach NODE ADDR | no-reach NODE ADDR | route NODE ADDR DEV | same-snapshot A B"
+        case .expect: "tunnelgate-lab expect reach NODE ADDR | no-reach NODE ADDR | route NODE ADDR DEV | carrier NODE IFACE on|off | same-snapshot A B [--name TEXT] | ok NAME -- CMD…"
         case .help: "tunnelgate-lab help [SUBCOMMAND]"
         }
     }
