@@ -14,6 +14,9 @@ let package = Package(
         .executable(name: "tunnelgate-provider-example", targets: ["tunnelgate-provider-example"]),
         .executable(name: "mehs-provider-example", targets: ["mehs-provider-example"]),
         .executable(name: "tunnelgate-manager-example", targets: ["tunnelgate-manager-example"]),
+        // The lab: network-namespace end-to-end testing of any tunnel software (docs/lab.md).
+        .executable(name: "tunnelgate-lab", targets: ["tunnelgate-lab"]),
+        .library(name: "Lab", targets: ["Lab"]),
     ],
     targets: [
         // System libraries, found by pkg-config (Debian: libmnl-dev, libnftnl-dev).
@@ -67,6 +70,10 @@ let package = Package(
         .executableTarget(name: "tunnelgate-manager-example", dependencies: ["NetworkExtension"],
                           path: "Examples/tunnelgate-manager-example"),
 
+        // The lab: topologies, the builder, impairments, leak counters, snapshots, results (docs/lab.md).
+        .target(name: "Lab", dependencies: ["Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),
+        .executableTarget(name: "tunnelgate-lab", dependencies: ["Lab", "Netlink", "LinuxSystem", "TunnelgateSettings"]),
+
         // What the tests share: a private network namespace per test.
         .target(name: "TunnelgateTestSupport", dependencies: ["LinuxSystem"], path: "Tests/Support"),
 
@@ -76,6 +83,7 @@ let package = Package(
         .testTarget(name: "NftablesTests", dependencies: ["Nftables", "LinuxSystem", "TunnelgateTestSupport"]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Netlink", "TunnelgateTestSupport"]),
         .testTarget(name: "NetworkExtensionTests", dependencies: ["NetworkExtension", "TunnelgateSettings"]),
+        .testTarget(name: "LabTests", dependencies: ["Lab", "TunnelgateSettings"]),
         .testTarget(name: "WireGuardTests", dependencies: ["WireGuard", "LinuxSystem", "TunnelgateSettings", "TunnelgateTestSupport"]),
     ]
 )

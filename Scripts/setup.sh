@@ -21,6 +21,7 @@ packages=(
   wireguard-go    # the real WireGuard peer the built-in runtime is tested and measured against
   wireguard-tools # wg(8): configures wireguard-go, and reads Tunnelgate's WireGuard API socket
   python3         # the WireGuard scenario's hostile-traffic sender (garbage, replay, flood)
+  libxml2-utils   # xmllint: the lab's tests check that its JUnit files are well-formed XML
 )
 
 if [ "$(id -u)" -ne 0 ]; then

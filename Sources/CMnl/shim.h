@@ -4,3 +4,5 @@
 #include <linux/if_link.h>
 #include <linux/if_addr.h>
 #include <linux/fib_rules.h>
+#include <linux/pkt_sched.h>
+#include <linux/veth.h>

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/epoll.h>
+#include "CTunnelgateShimsLab.h"
 
 /// Opens /dev/net/tun and attaches an IFF_TUN | IFF_NO_PI interface named
 /// `name` (created if absent). Returns the fd, or -1 with errno set.

@@ -1,0 +1,297 @@
+import LinuxSystem
+import Netlink
+import Nftables
+import TunnelgateSettings
+
+/// One flow the leak watch saw: a 5-tuple leaving the client by one of its links, with how many
+/// packets; with the sending socket's uid when counted on the client itself.
+public struct ObservedFlow: Sendable, Hashable, CustomStringConvertible {
+    public var uid: UInt32?
+    public var proto: UInt8
+    public var source: IPAddress
+    public var sourcePort: UInt16
+    public var destination: IPAddress
+    public var destinationPort: UInt16
+    public var packets: UInt64
+    /// Where it was counted: "router:c0" (the far end of a client link) or "client:eth0".
+    public var observedAt: String
+
+    public var protoName: String {
+        switch proto {
+        case 6: "tcp"
+        case 17: "udp"
+        case 1: "icmp"
+        case 58: "icmpv6"
+        default: "proto \(proto)"
+        }
+    }
+
+    var isICMP: Bool { proto == 1 || proto == 58 }
+    public var isDNS: Bool { (proto == 17 || proto == 6) && destinationPort == 53 }
+
+    static func endpoint(_ a: IPAddress, _ port: UInt16, icmp: Bool) -> String {
+        if icmp { return a.description }
+        return a.family == .ipv6 ? "[\(a)]:\(port)" : "\(a):\(port)"
+    }
+
+    /// `udp 10.231.0.2:40000 -> 198.18.0.30:53 packets 2 (at router:c0)`; ICMP shows its type and code.
+    public var description: String {
+        var s = "\(protoName) \(Self.endpoint(source, sourcePort, icmp: isICMP)) -> \(Self.endpoint(destination, destinationPort, icmp: isICMP))"
+        if isICMP { s += " type \(sourcePort) code \(destinationPort)" }
+        s += " packets \(packets)"
+        if let uid { s += " uid \(uid)" }
+        return s + " (at \(observedAt))"
+    }
+}
+
+/// A carrier 5-tuple the client may send to: `IP:PORT/PROTO` ([IPv6]:PORT/PROTO), any source.
+public struct CarrierSpec: Sendable, Hashable, CustomStringConvertible {
+    public var address: IPAddress
+    public var port: UInt16
+    public var proto: UInt8
+
+    public init?(_ text: String) {
+        guard let slash = text.lastIndex(of: "/") else { return nil }
+        let protoText = text[text.index(after: slash)...].lowercased()
+        switch protoText {
+        case "udp": proto = 17
+        case "tcp": proto = 6
+        default: return nil
+        }
+        let hostPort = text[..<slash]
+        var host: Substring, portText: Substring
+        if hostPort.hasPrefix("[") {
+            guard let close = hostPort.firstIndex(of: "]"), hostPort[hostPort.index(after: close)...].hasPrefix(":") else { return nil }
+            host = hostPort[hostPort.index(after: hostPort.startIndex)..<close]
+            portText = hostPort[hostPort.index(close, offsetBy: 2)...]
+        } else {
+            guard let colon = hostPort.lastIndex(of: ":") else { return nil }
+            host = hostPort[..<colon]
+            portText = hostPort[hostPort.index(after: colon)...]
+        }
+        guard let a = IPAddress(String(host)), let p = UInt16(portText), p > 0 else { return nil }
+        if a.family == .ipv6 && !hostPort.hasPrefix("[") { return nil }
+        address = a
+        port = p
+    }
+
+    public func matches(_ f: ObservedFlow) -> Bool {
+        f.destination == address && f.destinationPort == port && f.proto == proto
+    }
+
+    public var description: String {
+        (address.family == .ipv6 ? "[\(address)]" : address.description) + ":\(port)/\(proto == 6 ? "tcp" : "udp")"
+    }
+}
+
+/// What the leak watch counted since its last reset.
+public struct LeakReading: Sendable {
+    /// Flows counted at the far ends of the client's links.
+    public var flows: [ObservedFlow]
+    /// Flows counted by uid in the client's last postrouting step.
+    public var flowsByUID: [ObservedFlow]
+    /// Packets counted that no flow holds (the set was full, or a fragment without ports).
+    public var unitemised: UInt64
+}
+
+/// Counters for every packet leaving the client by its links: on the far end of each link (an
+/// nftables table in that node counting each 5-tuple that arrives from the client, IPv4 and IPv6,
+/// in the prerouting hook before anything else can drop it), and on the client itself by the
+/// sending socket's uid (last in its postrouting hook: what its own rules let out). Neighbour
+/// discovery and MLD (ICMPv6 130–137, 143) are not counted: the link needs them.
+public struct LeakWatch {
+    public static let table = "tunnelgate_lab_leaks"
+    let lab: Lab
+
+    public init(lab: Lab) { self.lab = lab }
+
+    /// (node, interfaces) where packets from the client arrive.
+    var farEnds: [(node: String, interfaces: [String])] {
+        var out: [String: [String]] = [:]
+        for l in lab.topology.clientLinks { out[l.far.node, default: []].append(l.far.interface) }
+        return out.keys.sorted().map { ($0, out[$0]!) }
+    }
+
+    /// Installs (or replaces: zeroes) every counter.
+    public func install() throws {
+        for far in farEnds {
+            try lab.namespace(of: far.node).nftables().replace(Self.farProgram(interfaces: far.interfaces))
+        }
+        if let client = lab.topology.client {
+            let ifaces = lab.topology.clientLinks.map(\.near.interface)
+            if !ifaces.isEmpty { try lab.namespace(of: client).nftables().replace(Self.clientProgram(interfaces: ifaces)) }
+        }
+    }
+
+    public func reset() throws { try install() }
+
+    // Register numbers of the key fields.
+    private static func r(_ n: UInt32) -> NftRegister { .r32(n) }
+
+    static func keyFields(_ family: IPFamily, uid: Bool) -> [(type: UInt32, length: UInt32)] {
+        let addr: (UInt32, UInt32) = family == .ipv4 ? (7, 4) : (8, 16)
+        return (uid ? [(24, 4)] : []) + [addr, addr, (12, 1), (13, 2), (13, 2)]
+    }
+
+    /// Loads saddr, daddr, l4proto, and the ports (ICMP: type and code) into consecutive registers from `first`.
+    static func loadKey(_ family: IPFamily, from first: UInt32, icmp: Bool) -> [NftExpression] {
+        let width: UInt32 = family == .ipv4 ? 1 : 4
+        let saddrOffset: UInt32 = family == .ipv4 ? 12 : 8
+        let daddrOffset: UInt32 = family == .ipv4 ? 16 : 24
+        let proto = first + 2 * width
+        return [
+            .payload(.network, offset: saddrOffset, length: width * 4, r(first)),
+            .payload(.network, offset: daddrOffset, length: width * 4, r(first + width)),
+            .meta(.l4proto, r(proto)),
+            .payload(.transport, offset: 0, length: icmp ? 1 : 2, r(proto + 1)),
+            .payload(.transport, offset: icmp ? 1 : 2, length: icmp ? 1 : 2, r(proto + 2)),
+        ]
+    }
+
+    static func match(interface: String, input: Bool, family: IPFamily) -> [NftExpression] {
+        [.meta(input ? .inputName : .outputName, r(0)), .compare(.equal, r(0), NftExpression.interfaceName(interface)),
+         .meta(.nfproto, r(0)), .compare(.equal, r(0), [family == .ipv4 ? 2 : 10])]
+    }
+
+    static func setName(_ family: IPFamily, uid: Bool) -> String {
+        (uid ? "by_uid" : "from_client") + (family == .ipv4 ? "4" : "6")
+    }
+
+    static func farProgram(interfaces: [String]) -> NftProgram {
+        var rules: [NftProgramRule] = []
+        for i in interfaces {
+            for f in [IPFamily.ipv4, .ipv6] {
+                let m = match(interface: i, input: true, family: f)
+                let icmp: UInt8 = f == .ipv4 ? 1 : 58
+                if f == .ipv6 {
+                    // Neighbour discovery and MLD: what the link itself needs, not traffic.
+                    let nd: [NftExpression] = [.meta(.l4proto, r(1)), .compare(.equal, r(1), [58]),
+                                               .payload(.transport, offset: 0, length: 1, r(1))]
+                    rules.append(NftProgramRule(m + nd + [.compare(.greaterOrEqual, r(1), [130]), .compare(.lessOrEqual, r(1), [137]), .accept],
+                                                comment: "neighbour discovery \(i)"))
+                    rules.append(NftProgramRule(m + nd + [.compare(.equal, r(1), [143]), .accept], comment: "mld \(i)"))
+                }
+                rules.append(NftProgramRule(m + [.counter], comment: "total \(f == .ipv4 ? "ipv4" : "ipv6") \(i)"))
+                rules.append(NftProgramRule(m + [.meta(.l4proto, r(1)), .compare(.equal, r(1), [icmp])]
+                                            + loadKey(f, from: 0, icmp: true) + [.updateSet(set: setName(f, uid: false), key: r(0)), .accept],
+                                            comment: "icmp \(i)"))
+                rules.append(NftProgramRule(m + loadKey(f, from: 0, icmp: false) + [.updateSet(set: setName(f, uid: false), key: r(0)), .accept],
+                                            comment: "flows \(i)"))
+            }
+        }
+        return NftProgram(name: table, comment: "tunnelgate-lab: what arrives from the client",
+                          sets: [IPFamily.ipv4, .ipv6].map { NftProgramSet(name: setName($0, uid: false), fields: keyFields($0, uid: false),
+                                                                           dynamic: true, counters: true, size: 65535) },
+                          chains: [NftProgramChain(name: "from_client", hook: .prerouting, priority: -450, rules: rules)])
+    }
+
+    static func clientProgram(interfaces: [String]) -> NftProgram {
+        var rules: [NftProgramRule] = []
+        for i in interfaces {
+            for f in [IPFamily.ipv4, .ipv6] {
+                let m = match(interface: i, input: false, family: f)
+                let icmp: UInt8 = f == .ipv4 ? 1 : 58
+                let uid: [NftExpression] = [.meta(.socketUID, r(0))]
+                rules.append(NftProgramRule(m + [.meta(.l4proto, r(1)), .compare(.equal, r(1), [icmp])] + uid
+                                            + loadKey(f, from: 1, icmp: true) + [.updateSet(set: setName(f, uid: true), key: r(0)), .accept],
+                                            comment: "icmp by uid \(i)"))
+                rules.append(NftProgramRule(m + uid + loadKey(f, from: 1, icmp: false) + [.updateSet(set: setName(f, uid: true), key: r(0)), .accept],
+                                            comment: "flows by uid \(i)"))
+            }
+        }
+        return NftProgram(name: table, comment: "tunnelgate-lab: what leaves the client, by uid",
+                          sets: [IPFamily.ipv4, .ipv6].map { NftProgramSet(name: setName($0, uid: true), fields: keyFields($0, uid: true),
+                                                                           dynamic: true, counters: true, size: 65535) },
+                          chains: [NftProgramChain(name: "by_uid", hook: .postrouting, priority: 2_147_483_000, rules: rules)])
+    }
+
+    static func decode(_ e: NftSetElement, family: IPFamily, uid: Bool, at: String) -> ObservedFlow? {
+        let k = e.key
+        let w = family == .ipv4 ? 4 : 16
+        var o = 0
+        var uidValue: UInt32?
+        guard k.count >= (uid ? 4 : 0) + 2 * w + 12 else { return nil }
+        if uid {
+            uidValue = k[0..<4].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
+            o = 4
+        }
+        let src: IPAddress = family == .ipv4 ? .v4(IPv4Address(bytes: k[o..<o + 4])) : .v6(IPv6Address(bytes: k[o..<o + 16]))
+        o += w
+        let dst: IPAddress = family == .ipv4 ? .v4(IPv4Address(bytes: k[o..<o + 4])) : .v6(IPv6Address(bytes: k[o..<o + 16]))
+        o += w
+        let proto = k[o]
+        o += 4
+        let icmp = proto == 1 || proto == 58
+        let sport = icmp ? UInt16(k[o]) : UInt16(k[o]) << 8 | UInt16(k[o + 1])
+        o += 4
+        let dport = icmp ? UInt16(k[o]) : UInt16(k[o]) << 8 | UInt16(k[o + 1])
+        return ObservedFlow(uid: uidValue, proto: proto, source: src, sourcePort: sport, destination: dst,
+                            destinationPort: dport, packets: e.packets, observedAt: at)
+    }
+
+    public func read() throws -> LeakReading {
+        var reading = LeakReading(flows: [], flowsByUID: [], unitemised: 0)
+        for far in farEnds {
+            let nft = try lab.namespace(of: far.node).nftables()
+            var itemised: UInt64 = 0
+            for f in [IPFamily.ipv4, .ipv6] {
+                for e in try nft.elements(table: Self.table, set: Self.setName(f, uid: false)) {
+                    if let flow = Self.decode(e, family: f, uid: false, at: far.node) {
+                        reading.flows.append(flow)
+                        itemised += flow.packets
+                    }
+                }
+            }
+            let total = try nft.ruleCounters(table: Self.table).filter { $0.comment?.hasPrefix("total ") == true }.reduce(0) { $0 + $1.packets }
+            if total > itemised { reading.unitemised += total - itemised }
+        }
+        if let client = lab.topology.client, !lab.topology.clientLinks.isEmpty {
+            let nft = try lab.namespace(of: client).nftables()
+            for f in [IPFamily.ipv4, .ipv6] {
+                for e in try nft.elements(table: Self.table, set: Self.setName(f, uid: true)) {
+                    if let flow = Self.decode(e, family: f, uid: true, at: client) { reading.flowsByUID.append(flow) }
+                }
+            }
+        }
+        let order: (ObservedFlow, ObservedFlow) -> Bool = { ($0.destination, $0.destinationPort, $0.source, $0.sourcePort) < ($1.destination, $1.destinationPort, $1.source, $1.sourcePort) }
+        reading.flows.sort(by: order)
+        reading.flowsByUID.sort(by: order)
+        return reading
+    }
+}
+
+/// The verdict of `expect-no-leaks`: every flow that is not to a declared carrier (or an allowed
+/// prefix), and with `uid`, every carrier flow sent by another uid.
+public struct LeakVerdict: Sendable {
+    public var leaks: [ObservedFlow]
+    public var dnsLeaks: [ObservedFlow]
+    public var carrierPackets: UInt64
+    public var wrongUID: [ObservedFlow]
+    public var unitemised: UInt64
+
+    public var passed: Bool { leaks.isEmpty && dnsLeaks.isEmpty && wrongUID.isEmpty && unitemised == 0 }
+
+    public init(reading: LeakReading, carriers: [CarrierSpec], allowed: [IPPrefix], uid: UInt32?) {
+        var leaks: [ObservedFlow] = [], dns: [ObservedFlow] = [], carrier: UInt64 = 0
+        for f in reading.flows {
+            if carriers.contains(where: { $0.matches(f) }) { carrier += f.packets; continue }
+            if allowed.contains(where: { $0.contains(f.destination) }) { continue }
+            var shown = f
+            // The uid that sent it, when the client counted it too.
+            shown.uid = reading.flowsByUID.first { $0.proto == f.proto && $0.destination == f.destination
+                && $0.destinationPort == f.destinationPort && $0.sourcePort == f.sourcePort }?.uid
+            if f.isDNS { dns.append(shown) } else { leaks.append(shown) }
+        }
+        self.leaks = leaks
+        self.dnsLeaks = dns
+        self.carrierPackets = carrier
+        self.wrongUID = uid.map { u in reading.flowsByUID.filter { f in f.uid != u && carriers.contains { $0.matches(f) } } } ?? []
+        self.unitemised = reading.unitemised
+    }
+
+    public var lines: [String] {
+        leaks.map { "leak: \($0)" } + dnsLeaks.map { "dns leak: \($0)" }
+            + wrongUID.map { "carrier from another uid: \($0)" }
+            + (unitemised > 0 ? ["\(unitemised) packets counted that no flow holds"] : [])
+    }
+}

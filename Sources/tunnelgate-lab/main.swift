@@ -1,0 +1,3 @@
+import LinuxSystem
+
+ProcessControl.exit(LabCommandLine.run(Array(CommandLine.arguments.dropFirst())))
