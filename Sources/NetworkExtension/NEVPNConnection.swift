@@ -1,5 +1,6 @@
+import Session
 import Foundation
-import Gateway
+import Engine
 import Glibc
 import LinuxSystem
 import Synchronization

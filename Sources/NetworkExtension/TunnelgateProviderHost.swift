@@ -1,5 +1,7 @@
+import RuntimeABI
+import Session
 import Foundation
-import Gateway
+import Engine
 import Glibc
 import LinuxSystem
 import Synchronization
@@ -7,7 +9,7 @@ import TunnelgateSettings
 
 /// Plays the system's part for one NEPacketTunnelProvider in this process's
 /// network namespace: calls startTunnel, applies setTunnelNetworkSettings
-/// through the same engine as `tunnelgate up` (Gateway.up: plan, journal,
+/// through the same engine as `tunnelgate up` (Engine.up: plan, journal,
 /// apply, verify; teardown on stop), binds packetFlow to the TUN, and on
 /// SIGTERM/SIGINT/SIGHUP calls stopTunnel(with: .userInitiated) exactly once,
 /// then removes everything.
@@ -28,7 +30,7 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
     private let engineQueue = DispatchQueue(label: "tunnelgate.provider.engine")
     /// Where the provider's methods and completion handlers are called.
     private let providerQueue = DispatchQueue(label: "tunnelgate.provider")
-    private var gateway: Gateway?
+    private var gateway: Engine?
     private var active: ActiveTunnel?
     /// The control socket (NAME.sock) while settings are applied: status, stop,
     /// and app messages for handleAppMessage (NETunnelProviderSession.sendProviderMessage).
@@ -154,7 +156,7 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
         engineQueue.sync {
             provider?.packetFlow.close()
             var ok = true
-            do throws(GatewayError) { try applyLocked(nil, keepingKillSwitch: keepingKillSwitch) } catch {
+            do throws(EngineError) { try applyLocked(nil, keepingKillSwitch: keepingKillSwitch) } catch {
                 log("removing the settings failed: \(error)")
                 ok = false
             }
@@ -182,7 +184,7 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
         }
         engineQueue.async { [self] in
             var failure: NSError?
-            do throws(GatewayError) { try applyLocked(tunnelSettings) } catch {
+            do throws(EngineError) { try applyLocked(tunnelSettings) } catch {
                 failure = Self.error(.networkSettingsFailed, error.description)
             }
             if failure == nil, let active { provider.packetFlow.bind(active.tun.descriptor) }
@@ -215,7 +217,7 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
     /// manager's fetchLastDisconnectError.
     private func recordDisconnect(_ error: DisconnectError?) {
         engineQueue.sync {
-            if gateway == nil, let g = try? Gateway() {
+            if gateway == nil, let g = try? Engine() {
                 g.log = log
                 gateway = g
             }
@@ -231,7 +233,7 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
 
     /// nil removes; settings replace whatever is applied (stop, then up: the
     /// provider keeps running, the TUN is recreated).
-    private func applyLocked(_ settings: TunnelSettings?, keepingKillSwitch: Bool = false) throws(GatewayError) {
+    private func applyLocked(_ settings: TunnelSettings?, keepingKillSwitch: Bool = false) throws(EngineError) {
         // Failed closed: the block-all table stays until the tunnel is stopped; no settings replace it.
         if settings != nil, let reason = monitor?.failedClosed {
             throw .verification(["the tunnel failed closed (\(reason)); stop it (`tunnelgate down \(configuration.interfaceName)`) first"],
@@ -253,7 +255,7 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
         }
         guard let settings else { return }
         if gateway == nil {
-            let g = try Gateway()
+            let g = try Engine()
             g.log = log
             gateway = g
         }
@@ -264,7 +266,7 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
                                          + "sockets inside its host process, where they cannot be told apart from other processes' sockets"))
         active = tunnel
         tunnel.publish(status: status == .disconnected ? .connecting : Self.tunnelStatus(status))
-        do throws(GatewayError) { monitor = try gateway!.makeMonitor() } catch {
+        do throws(EngineError) { monitor = try gateway!.makeMonitor() } catch {
             log("warning: cannot watch for outside changes (\(error)); they will not be repaired")
         }
     }

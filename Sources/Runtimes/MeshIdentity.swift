@@ -1,5 +1,6 @@
 import CSodium
 import Glibc
+import RuntimeABI
 import TunnelgateSettings
 
 /// A node's MeshGuard identity as the library derives it from the 32-byte

@@ -1,4 +1,5 @@
 import Glibc
+import RuntimeABI
 
 /// libmeshguard-ffi.so, loaded with dlopen and its C ABI bound by name.
 /// Loading happens before anything touches the kernel: a missing library or

@@ -1,4 +1,5 @@
-import Gateway
+import RuntimeABI
+import TUN
 import Glibc
 import LinuxSystem
 import Synchronization

@@ -1,5 +1,6 @@
 import CTunnelgateRuntime
 import Glibc
+import RuntimeABI
 import TunnelgateSettings
 
 /// A runtime's shared library, loaded with dlopen and its entry points

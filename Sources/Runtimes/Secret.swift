@@ -1,5 +1,6 @@
 import Glibc
 import LinuxSystem
+import RuntimeABI
 import TunnelgateSettings
 
 /// A runtime secret in memory: read once, handed to start, then zeroed.

@@ -1,7 +1,7 @@
-import Gateway
 import Glibc
 import LinuxSystem
-import Runtimes
+import RuntimeABI
+import TUN
 import TunnelgateSettings
 
 /// The built-in userspace WireGuard as a hosted runtime: `tunnelgate up
@@ -67,9 +67,9 @@ public final class WireGuardRuntime: HostedRuntime {
         "built-in WireGuard on UDP port \(device.boundPort), \(settings.peers.count) peer\(settings.peers.count == 1 ? "" : "s")"
     }
 
-    public func attach(to plan: TunnelPlan) {
+    public func attach(to plan: RuntimeContext) {
         interfaceName = plan.interfaceName
-        if case .mark(let mark) = plan.carrierIdentity { slotMark = mark } else { slotMark = plan.slot.fwmark }
+        slotMark = plan.carrierMark
         unpinned = []
         for (key, name, port) in namedEndpoints {
             let pinned = plan.carriers.first { $0.hostName == name && $0.port == port }

@@ -1,5 +1,5 @@
 import FoundationEssentials
-import Gateway
+import Engine
 import Glibc
 import LinuxSystem
 import TunnelgateSettings

@@ -1,6 +1,8 @@
+import RuntimeABI
+import Session
 import CTunnelgateShims
 import FoundationEssentials
-import Gateway
+import Engine
 import Runtimes
 import Glibc
 import LinuxSystem
@@ -104,11 +106,11 @@ extension CommandLine {
                     + (m.generateIdentity ? "; `tunnelgate up` creates it (runtime.generateIdentity)" : "")
             }
         }
-        let gateway = try Gateway(readOnly: true, namespace: try namespace(netns))
+        let gateway = try Engine(readOnly: true, namespace: try namespace(netns))
         let plan: TunnelPlan
         do {
             plan = try gateway.plan(settings, resolver: SystemResolver())
-        } catch GatewayError.configuration(let e) {
+        } catch EngineError.configuration(let e) {
             throw InvalidConfiguration(path: path, error: e)
         }
         for line in plan.describe() { print(line) }
@@ -138,7 +140,7 @@ extension CommandLine {
             }
         }
         let signals = try TerminationSignals.block()
-        let gateway = try Gateway(namespace: isolated)
+        let gateway = try Engine(namespace: isolated)
         if ready == nil { gateway.log = { printError("tunnelgate: \($0)") } }
         let tunnel: ActiveTunnel
         do {
@@ -162,7 +164,7 @@ extension CommandLine {
         var runtimeState: RuntimeState?
         if let host {
             do {
-                host.attach(to: tunnel.plan)
+                host.attach(to: tunnel.plan.runtimeContext)
                 try host.start(tun: tunnel.tun.descriptor, mtu: tunnel.plan.mtu)
                 runtimeState = try host.waitUntilReady(timeout: host.startTimeout) { false }
                 tunnel.publish(status: runtimeState?.tunnelStatus ?? .connected, runtimeStatus: runtimeState?.json)
@@ -243,7 +245,7 @@ extension CommandLine {
         try readEnd.setCloseOnExec(true)
         try writeEnd.setCloseOnExec(true)
         defer { readEnd.close() }
-        let state = try Gateway(namespace: try namespace(netns)).state
+        let state = try Engine(namespace: try namespace(netns)).state
         let executable = "/proc/self/exe"
         let argv = ["tunnelgate", "up", absolutePath(path), "--ready-fd", "3"] + (netns.map { ["--netns", $0] } ?? [])
         var cArgs = argv.map { strdup($0) } + [nil]
@@ -274,7 +276,7 @@ extension CommandLine {
 
     static func down(_ name: String, netns: String?) throws -> Int32 {
         if let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .down) }
-        let gateway = try Gateway(namespace: try namespace(netns))
+        let gateway = try Engine(namespace: try namespace(netns))
         try gateway.down(name)
         print("\(name): down, everything removed")
         return ExitCode.success
@@ -282,7 +284,7 @@ extension CommandLine {
 
     static func status(_ name: String?, netns: String?, json: Bool) throws -> Int32 {
         if let name, let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .status) }
-        let gateway = try Gateway(readOnly: true, namespace: try namespace(netns))
+        let gateway = try Engine(readOnly: true, namespace: try namespace(netns))
         let reports = try gateway.reports(name: name)
         if json {
             let encoder = JSONEncoder()
@@ -300,7 +302,7 @@ extension CommandLine {
 
     static func message(_ name: String, _ data: String, netns: String?) throws -> Int32 {
         if let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .message) }
-        let gateway = try Gateway(readOnly: true, namespace: try namespace(netns))
+        let gateway = try Engine(readOnly: true, namespace: try namespace(netns))
         let path = gateway.state.controlPath(name)
         guard FileSystem.exists(path) else { throw Failure("tunnel \(name) is not running in this network namespace") }
         let answer = try ControlServer.request(path, "message " + Data(data.utf8).base64EncodedString())
@@ -325,7 +327,7 @@ extension CommandLine {
     /// lock).
     static func watchStatus(_ name: String, netns: String?) throws -> Int32 {
         if let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .status) }
-        let gateway = try Gateway(readOnly: true, namespace: try namespace(netns))
+        let gateway = try Engine(readOnly: true, namespace: try namespace(netns))
         let statePath = gateway.state.statePath(name)
         // Without inotify (or the directory, before any tunnel ran in this namespace) polling alone.
         var events = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))

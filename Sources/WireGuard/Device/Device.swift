@@ -1,9 +1,10 @@
 import CSodium
 import CTunnelgateShims
-import Gateway
+import RuntimeABI
+import TUN
 import Glibc
 import LinuxSystem
-import Runtimes
+
 import Synchronization
 import TunnelgateSettings
 

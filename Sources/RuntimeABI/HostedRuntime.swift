@@ -1,5 +1,5 @@
-import Gateway
 import LinuxSystem
+import TUN
 import TunnelgateSettings
 
 /// What the owner's loop needs of a runtime it hosts. The callback ABI host
@@ -18,9 +18,9 @@ public protocol HostedRuntime: AnyObject {
     /// that handles the header may say yes. The default is no.
     var wantsTunOffloads: Bool { get }
 
-    /// Tells the runtime the plan it runs under (interface name, the slot's
-    /// fwmark) before start. Runtimes that need neither ignore it.
-    func attach(to plan: TunnelPlan)
+    /// Tells the runtime what it may know of the tunnel (interface name, MTU, the pinned carriers and
+    /// the carrier identity's fwmark) before start. Runtimes that need none of it ignore it.
+    func attach(to context: RuntimeContext)
     /// Starts the runtime on the tunnel's TUN (after the kernel state is applied).
     func start(tun: FileDescriptor, mtu: Int) throws(RuntimeError)
     /// The runtime's state, polled by the loop.
@@ -61,7 +61,7 @@ public struct BatchDelivery: Sendable, Equatable {
 }
 
 extension HostedRuntime {
-    public func attach(to plan: TunnelPlan) {}
+    public func attach(to context: RuntimeContext) {}
     public var wantsTunOffloads: Bool { false }
 
     public func packetIn(batch packets: UnsafePointer<UnsafePointer<UInt8>?>, lengths: UnsafePointer<Int>, count: Int) -> BatchDelivery {

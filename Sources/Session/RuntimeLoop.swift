@@ -1,5 +1,7 @@
 import CTunnelgateShims
-import Gateway
+import Engine
+import RuntimeABI
+import TUN
 import Glibc
 import LinuxSystem
 

@@ -1,4 +1,4 @@
-import Gateway
+import Engine
 import TunnelgateTestSupport
 import XCTest
 

@@ -5,7 +5,7 @@ import TunnelgateSettings
 
 /// Why the engine could not do what it was asked. Each case reads as one
 /// line that says what failed and why.
-public enum GatewayError: Error, CustomStringConvertible {
+public enum EngineError: Error, CustomStringConvertible {
     case configuration(ConfigurationError)
     case alreadyRunning(name: String, pid: Int32?)
     case interfaceExists(String)

@@ -1,4 +1,5 @@
 import Glibc
+import Engine
 import LinuxSystem
 import Netlink
 import TunnelgateSettings

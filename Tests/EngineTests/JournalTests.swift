@@ -1,4 +1,4 @@
-import Gateway
+import Engine
 import Glibc
 import LinuxSystem
 import Netlink

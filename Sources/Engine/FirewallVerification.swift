@@ -238,7 +238,7 @@ extension StateDirectory {
     public func firewallPath(_ name: String) -> String { "\(path)/\(name).firewall" }
 }
 
-extension Gateway {
+extension Engine {
     /// Reads the table back and lists how it differs from `table`, content for content.
     public func firewallDifferences(_ table: NftTable) -> [String] {
         firewallDifferences(expected: table.contents)
@@ -279,7 +279,7 @@ extension Gateway {
         let name = plan.interfaceName
         let closed = FirewallVerification.failClosedTable(name: planned.name, comment: planned.comment)
         let socket: NftablesSocket
-        do throws(GatewayError) { socket = try nft() } catch { return (nil, [error.description]) }
+        do throws(EngineError) { socket = try nft() } catch { return (nil, [error.description]) }
         var problems: [String] = []
         recordEnforcedFirewall(closed, tunnel: name)
         do throws(NftablesError) {

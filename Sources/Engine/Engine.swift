@@ -1,6 +1,8 @@
 import DNSConfig
 import Glibc
 import LinuxSystem
+import RuntimeABI
+import TUN
 import Netlink
 import Nftables
 import TunnelgateSettings
@@ -8,7 +10,7 @@ import TunnelgateSettings
 /// The engine: plan → journal → apply → verify, and teardown, for the
 /// network namespace the process is in. The JSON command line and the
 /// NetworkExtension face both drive this.
-public final class Gateway {
+public final class Engine {
     public let state: StateDirectory
     public let netlink: NetlinkSocket
     /// The netfilter socket of the tunnel's namespace.
@@ -27,7 +29,7 @@ public final class Gateway {
     ///
     /// With `namespace`, the engine acts in that namespace (isolate mode):
     /// its sockets and state directory are the namespace's.
-    public init(readOnly: Bool = false, namespace: NetworkNamespace? = nil) throws(GatewayError) {
+    public init(readOnly: Bool = false, namespace: NetworkNamespace? = nil) throws(EngineError) {
         isolatedNamespace = namespace
         do {
             if let namespace {
@@ -61,7 +63,7 @@ public final class Gateway {
     /// `carrierIdentity` says how the runtime's carrier sockets are told apart (default: the runtime
     /// kind's, `CarrierIdentity.forRuntime`).
     public func plan(_ settings: TunnelSettings, resolver: some HostResolver,
-                     carrierIdentity: CarrierIdentity? = nil) throws(GatewayError) -> TunnelPlan {
+                     carrierIdentity: CarrierIdentity? = nil) throws(EngineError) -> TunnelPlan {
         try Self.requireResolvedAddresses(settings)
         let carriers: [PinnedCarrier]
         do { carriers = try settings.pinCarrierEndpoints(using: resolver) } catch { throw .configuration(error) }
@@ -74,7 +76,7 @@ public final class Gateway {
 
     /// The interfaces by which the IPv4 forwarding sources are reached now (the main table's answer, with
     /// the slot's mark so no tunnel of this name steers the lookup).
-    func forwardingInterfaces(_ settings: TunnelSettings, slot: TunnelSlot) throws(GatewayError) -> [String] {
+    func forwardingInterfaces(_ settings: TunnelSettings, slot: TunnelSlot) throws(EngineError) -> [String] {
         let sources = (settings.forwarding?.sources ?? []).enumerated().filter { $0.element.family == .ipv4 }
         guard !sources.isEmpty else { return [] }
         var names: [String] = []
@@ -100,7 +102,7 @@ public final class Gateway {
 
     /// An `"auto"` mesh address is filled in from the node's identity before
     /// planning (TunnelSettings.resolvingMeshAddress); a plan never holds 0.0.0.0.
-    static func requireResolvedAddresses(_ settings: TunnelSettings) throws(GatewayError) {
+    static func requireResolvedAddresses(_ settings: TunnelSettings) throws(EngineError) {
         guard let path = settings.meshAddressPath else { return }
         throw .configuration(ConfigurationError([ConfigProblem(
             path: path, reason: "'auto' (this node's mesh address) was not derived from the identity before planning")]))
@@ -108,7 +110,7 @@ public final class Gateway {
 
     /// The slot the name already holds (residue of a crash), or the lowest
     /// slot no rule, route or journal of this namespace uses.
-    func freeSlot(for name: String) throws(GatewayError) -> TunnelSlot {
+    func freeSlot(for name: String) throws(EngineError) -> TunnelSlot {
         var taken = Set<Int>()
         for other in state.tunnelNames() where other != name {
             if let j = try? Journal.read(path: state.journalPath(other)) { taken.insert(j.slot.index) }
@@ -159,22 +161,22 @@ public final class Gateway {
     /// run's, until `down NAME` (see `teardown(keepFirewall:)`).
     public func up(_ settings: TunnelSettings, resolver: some HostResolver, configPath: String?,
                    awaitingRuntime: Bool = false, tunOffloads: Bool = false,
-                   carrierIdentity: CarrierIdentity? = nil) throws(GatewayError) -> ActiveTunnel {
+                   carrierIdentity: CarrierIdentity? = nil) throws(EngineError) -> ActiveTunnel {
         let name = settings.name
         guard let lock = try system({ () throws(SystemCallError) in try FileLock.tryAcquire(state.lockPath(name)) }) else {
-            throw GatewayError.alreadyRunning(name: name, pid: TunnelRecord.read(from: state.statePath(name))?.pid)
+            throw EngineError.alreadyRunning(name: name, pid: TunnelRecord.read(from: state.statePath(name))?.pid)
         }
-        do throws(GatewayError) {
+        do throws(EngineError) {
             try removeResidue(name, keepFirewall: true)
             // Slot choice and creation are serialised across this namespace.
             guard let allocation = try system({ () throws(SystemCallError) in try FileLock.acquire(state.allocationLockPath, timeout: 10) }) else {
-                throw GatewayError.system(SystemCallError("flock(\(state.allocationLockPath))", .busy))
+                throw EngineError.system(SystemCallError("flock(\(state.allocationLockPath))", .busy))
             }
             defer { allocation.release() }
             let plan = try self.plan(settings, resolver: resolver, carrierIdentity: carrierIdentity)
-            if try netlinkCall({ () throws(NetlinkError) in try netlink.link(named: name) }) != nil { throw GatewayError.interfaceExists(name) }
+            if try netlinkCall({ () throws(NetlinkError) in try netlink.link(named: name) }) != nil { throw EngineError.interfaceExists(name) }
             if let callerNetlink, try netlinkCall({ () throws(NetlinkError) in try callerNetlink.link(named: name) }) != nil {
-                throw GatewayError.interfaceExists(name)
+                throw EngineError.interfaceExists(name)
             }
             return try apply(plan, lock: lock, configPath: configPath, awaitingRuntime: awaitingRuntime,
                              tunOffloads: tunOffloads)
@@ -185,7 +187,7 @@ public final class Gateway {
     }
 
     private func apply(_ plan: TunnelPlan, lock: FileLock, configPath: String?, awaitingRuntime: Bool,
-                       tunOffloads: Bool) throws(GatewayError) -> ActiveTunnel {
+                       tunOffloads: Bool) throws(EngineError) -> ActiveTunnel {
         let name = plan.interfaceName
         var record = TunnelRecord(name: name, pid: ProcessControl.id, status: .connecting, slot: plan.slot.index,
                                   configPath: configPath, since: ProcessControl.monotonicSeconds(),
@@ -211,7 +213,7 @@ public final class Gateway {
                 throw .system(error)
             }
             let socket: NftablesSocket
-            do throws(GatewayError) { socket = try nft() } catch {
+            do throws(EngineError) { socket = try nft() } catch {
                 _ = rollBack()
                 throw error
             }
@@ -240,13 +242,13 @@ public final class Gateway {
         if let namespace = isolatedNamespace, let callerNetlink {
             // Isolate mode: the TUN was made here, where its descriptor lives; its
             // interface moves into the namespace and is configured there.
-            do throws(GatewayError) {
+            do throws(EngineError) {
                 do throws(NetlinkBatchError) {
                     try callerNetlink.execute([.moveLink(index: tun.index, name: name, namespace: namespace.descriptor.rawValue,
                                                          namespaceName: namespace.name)])
-                } catch { throw GatewayError.apply(error, rolledBack: false) }
+                } catch { throw EngineError.apply(error, rolledBack: false) }
                 guard let moved = try netlinkCall({ () throws(NetlinkError) in try netlink.link(named: name) }) else {
-                    throw GatewayError.verification(["link \(name) did not arrive in namespace \(namespace.name ?? "")"], rolledBack: false)
+                    throw EngineError.verification(["link \(name) did not arrive in namespace \(namespace.name ?? "")"], rolledBack: false)
                 }
                 interfaceIndex = moved.index
             } catch {
@@ -299,7 +301,7 @@ public final class Gateway {
         if plan.firewall == nil, hasResidueFirewall(name) {
             // Everything of this run is in place: a dead owner's kill switch this run does not want goes now.
             let socket: NftablesSocket
-            do throws(GatewayError) { socket = try nft() } catch {
+            do throws(EngineError) { socket = try nft() } catch {
                 _ = rollBack()
                 throw error
             }
@@ -485,9 +487,9 @@ public final class Gateway {
         r.protocolID == tunnelgateRouteProtocol && (r.table == slot.table || slot.priorities.contains(r.priority))
     }
 
-    func nft() throws(GatewayError) -> NftablesSocket {
+    func nft() throws(EngineError) -> NftablesSocket {
         guard let nftables else {
-            throw GatewayError.system(SystemCallError("socket(AF_NETLINK, NETLINK_NETFILTER)", .current))
+            throw EngineError.system(SystemCallError("socket(AF_NETLINK, NETLINK_NETFILTER)", .current))
         }
         return nftables
     }
@@ -500,7 +502,7 @@ public final class Gateway {
     /// interface is deleted. Returns false when there was nothing to remove.
     @discardableResult
     public func teardown(name: String, tun: TunDevice?, keepFirewall: Bool = false,
-                         keepRecord: Bool = false) throws(GatewayError) -> Bool {
+                         keepRecord: Bool = false) throws(EngineError) -> Bool {
         /// The state file goes; with `keepRecord` (the owner stopping) it stays, saying disconnected,
         /// until the owner has released the name (ActiveTunnel.stop removes it then): `status` never
         /// sees the name held without a record, which reads as a tunnel starting.
@@ -573,7 +575,7 @@ public final class Gateway {
             // The kill switch goes last: until now it kept the host from leaking. With keepFirewall it
             // stays (a failed run under a kill switch; a dead owner's for the next run to replace).
             if !(keepFirewall && hasKillSwitchInPlace(journal.name)) {
-                do throws(GatewayError) {
+                do throws(EngineError) {
                     let nft = try nft()
                     var names = journal.nftTables
                     let marked = Firewall.tableName(journal.name)
@@ -644,7 +646,7 @@ public final class Gateway {
     /// Removes what a dead owner of `name` left behind. The caller holds the
     /// name lock. `keepFirewall` leaves a kill switch in place for the next
     /// run to replace atomically, so the host is never unprotected between.
-    func removeResidue(_ name: String, keepFirewall: Bool = false, keepRecord: Bool = false) throws(GatewayError) {
+    func removeResidue(_ name: String, keepFirewall: Bool = false, keepRecord: Bool = false) throws(EngineError) {
         guard FileSystem.exists(state.journalPath(name)) || FileSystem.exists(state.path + "/\(name).dns") else { return }
         log?("removing what an earlier run of \(name) left behind\(keepFirewall ? " (its kill switch stays until replaced)" : "")")
         try teardown(name: name, tun: nil, keepFirewall: keepFirewall, keepRecord: keepRecord)
@@ -652,7 +654,7 @@ public final class Gateway {
 
     /// `down`'s cleanup under the name's lock: the residue goes, the record says disconnected until the
     /// lock is released, and goes then (as when an owner stops) — unless a new owner has written its own.
-    private func removeResidueAndRelease(_ name: String, lock: FileLock) throws(GatewayError) {
+    private func removeResidueAndRelease(_ name: String, lock: FileLock) throws(EngineError) {
         defer {
             lock.releaseAndRemove()
             let path = state.statePath(name)
@@ -668,7 +670,7 @@ public final class Gateway {
     /// Stops the tunnel `name`: asks its owner to stop (SIGTERM) and waits for
     /// it; if the owner is dead or does not stop within `timeout`, removes
     /// the tunnel from the journal itself. Returns when nothing is left.
-    public func down(_ name: String, timeout: Double = 10) throws(GatewayError) {
+    public func down(_ name: String, timeout: Double = 10) throws(EngineError) {
         let lockPath = state.lockPath(name)
         let statePath = state.statePath(name)
         let journalPath = state.journalPath(name)
@@ -676,13 +678,13 @@ public final class Gateway {
             if let lock = try system({ () throws(SystemCallError) in try FileLock.tryAcquire(lockPath) }) {
                 guard FileSystem.exists(journalPath) || FileSystem.exists(statePath) else {
                     lock.releaseAndRemove()
-                    throw GatewayError.notFound(name)
+                    throw EngineError.notFound(name)
                 }
                 return try removeResidueAndRelease(name, lock: lock)
             }
             guard let record = TunnelRecord.read(from: statePath) else {
                 // An owner is starting and has not written its record yet.
-                guard let lock = try system({ () throws(SystemCallError) in try FileLock.acquire(lockPath, timeout: timeout) }) else { throw GatewayError.notFound(name) }
+                guard let lock = try system({ () throws(SystemCallError) in try FileLock.acquire(lockPath, timeout: timeout) }) else { throw EngineError.notFound(name) }
                 lock.release()
                 return try down(name, timeout: timeout)
             }
@@ -692,20 +694,20 @@ public final class Gateway {
             }
             try? ProcessControl.signal(record.pid, SIGKILL)
             guard let lock = try system({ () throws(SystemCallError) in try FileLock.acquire(lockPath, timeout: 2) }) else {
-                throw GatewayError.stopTimeout(name: name, pid: record.pid)
+                throw EngineError.stopTimeout(name: name, pid: record.pid)
             }
             try removeResidueAndRelease(name, lock: lock)
         }
     }
 }
 
-/// Runs a system call wrapper, reporting its failure as a GatewayError.
-func system<T>(_ body: () throws(SystemCallError) -> T) throws(GatewayError) -> T {
+/// Runs a system call wrapper, reporting its failure as a EngineError.
+func system<T>(_ body: () throws(SystemCallError) -> T) throws(EngineError) -> T {
     do { return try body() } catch { throw .system(error) }
 }
 
-/// Runs a netlink request, reporting its failure as a GatewayError.
-func netlinkCall<T>(_ body: () throws(NetlinkError) -> T) throws(GatewayError) -> T {
+/// Runs a netlink request, reporting its failure as a EngineError.
+func netlinkCall<T>(_ body: () throws(NetlinkError) -> T) throws(EngineError) -> T {
     do { return try body() } catch { throw .netlink(error) }
 }
 
@@ -717,13 +719,13 @@ public final class ActiveTunnel {
     public let interfaceIndex: Int32
     public private(set) var record: TunnelRecord
     private let lock: FileLock
-    private unowned let gateway: Gateway
+    private unowned let gateway: Engine
     private var stopped = false
 
     /// The DNS applied, with its split-DNS forwarder when there is one.
     public internal(set) var dns: DNSApplied?
 
-    init(plan: TunnelPlan, tun: TunDevice, interfaceIndex: Int32, lock: FileLock, record: TunnelRecord, dns: DNSApplied?, gateway: Gateway) {
+    init(plan: TunnelPlan, tun: TunDevice, interfaceIndex: Int32, lock: FileLock, record: TunnelRecord, dns: DNSApplied?, gateway: Engine) {
         self.dns = dns
         self.plan = plan
         self.tun = tun
@@ -736,7 +738,7 @@ public final class ActiveTunnel {
     /// Removes everything and releases the name. Safe to call once; later calls do nothing. With
     /// `keepFirewall` (a run that failed under a kill switch) the kill switch stays, journaled, until
     /// `down NAME`.
-    public func stop(keepFirewall: Bool = false) throws(GatewayError) {
+    public func stop(keepFirewall: Bool = false) throws(EngineError) {
         guard !stopped else { return }
         stopped = true
         defer {

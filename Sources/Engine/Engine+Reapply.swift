@@ -4,7 +4,7 @@ import Netlink
 import Nftables
 import TunnelgateSettings
 
-extension Gateway {
+extension Engine {
     /// Applies new settings to a running tunnel by changing only what differs,
     /// as iOS does when setTunnelNetworkSettings is called again: the TUN (and
     /// every packet path bound to it) stays; MTU, addresses, routes, rules,
@@ -12,7 +12,7 @@ extension Gateway {
     /// New objects are journaled before they are made. Returns false, changing
     /// nothing, when the difference cannot be applied in place (another
     /// interface name): the caller then takes the tunnel down and up again.
-    public func reapply(_ tunnel: ActiveTunnel, _ settings: TunnelSettings, resolver: some HostResolver) throws(GatewayError) -> Bool {
+    public func reapply(_ tunnel: ActiveTunnel, _ settings: TunnelSettings, resolver: some HostResolver) throws(EngineError) -> Bool {
         let old = tunnel.plan
         guard settings.name == old.settings.name else { return false }
         try Self.requireResolvedAddresses(settings)

@@ -1,12 +1,13 @@
+import Session
 import Foundation
-import Gateway
+import Engine
 import Glibc
 import LinuxSystem
 import Nftables
 import TunnelgateSettings
 import XCTest
 
-/// The kill switch compared by content (FirewallVerification through Gateway.verifyFirewall), repaired,
+/// The kill switch compared by content (FirewallVerification through Engine.verifyFirewall), repaired,
 /// reported, and failed closed by the monitor, against the kernel of a private namespace. The changes are
 /// made by a second netfilter socket, as another program would make them.
 final class FirewallVerificationTests: XCTestCase {
@@ -30,7 +31,7 @@ final class FirewallVerificationTests: XCTestCase {
 
     func testEachKindOfOutsideChangeIsOneLineAndRepairPutsItBack() {
         inPrivateNetworkNamespace {
-            let gateway = try Gateway()
+            let gateway = try Engine()
             let tunnel = try gateway.up(try Self.killSwitchSettings(), resolver: Fixed(), configPath: nil)
             let table = try XCTUnwrap(tunnel.plan.firewall)
             try expect(gateway.verifyFirewall(table).isEmpty, "the applied table verifies: \(gateway.verifyFirewall(table))")
@@ -116,7 +117,7 @@ final class FirewallVerificationTests: XCTestCase {
 
     func testStatusSaysOnOnlyWhileTheContentMatches() {
         inPrivateNetworkNamespace {
-            let gateway = try Gateway()
+            let gateway = try Engine()
             let tunnel = try gateway.up(try Self.killSwitchSettings(), resolver: Fixed(), configPath: nil)
             let table = try XCTUnwrap(tunnel.plan.firewall)
             var report = try gateway.report("tgks0")
@@ -173,7 +174,7 @@ final class FirewallVerificationTests: XCTestCase {
 
     func testTheMonitorRepairsWithoutPauseAndFailsClosedWhenRepairsAreUndoneAtOnce() {
         inPrivateNetworkNamespace {
-            let gateway = try Gateway()
+            let gateway = try Engine()
             let tunnel = try gateway.up(try Self.killSwitchSettings(), resolver: Fixed(), configPath: nil)
             let table = try XCTUnwrap(tunnel.plan.firewall)
             let monitor = try gateway.makeMonitor()

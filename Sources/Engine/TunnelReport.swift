@@ -1,5 +1,7 @@
 import FoundationEssentials
 import LinuxSystem
+import RuntimeABI
+import TUN
 import Netlink
 import Nftables
 import TunnelgateSettings
@@ -126,9 +128,9 @@ public struct DisconnectError: Codable, Sendable, Equatable {
     }
 }
 
-extension Gateway {
+extension Engine {
     /// Reports every tunnel of this namespace, or only `name`.
-    public func reports(name: String? = nil) throws(GatewayError) -> [TunnelReport] {
+    public func reports(name: String? = nil) throws(EngineError) -> [TunnelReport] {
         let names = name.map { [$0] } ?? state.tunnelNames()
         var out: [TunnelReport] = []
         for n in names {
@@ -139,7 +141,7 @@ extension Gateway {
 
     /// Only the NEVPNStatus of `name`, from the state directory (no kernel
     /// dumps): cheap enough to poll.
-    public func status(of name: String) throws(GatewayError) -> TunnelStatus {
+    public func status(of name: String) throws(EngineError) -> TunnelStatus {
         // The record first, then the lock: a stopping owner writes `disconnected`, releases the lock and
         // then removes the record, so a record gone by the time the lock is looked at can never make a
         // stopping tunnel read as one starting (a held lock without a record).
@@ -182,7 +184,7 @@ extension Gateway {
         return record.status
     }
 
-    public func report(_ name: String) throws(GatewayError) -> TunnelReport {
+    public func report(_ name: String) throws(EngineError) -> TunnelReport {
         var report = TunnelReport(name: name, status: .disconnected)
         // The record before the lock, as in status(of:).
         let record = TunnelRecord.read(from: state.statePath(name))
@@ -234,7 +236,7 @@ extension Gateway {
     }
 }
 
-extension Gateway {
+extension Engine {
     /// The tunnel's nftables table against the one its owner recorded as enforced (the plan's, or the
     /// block-all table), read back and compared by content: `killSwitch` only when it matches.
     func reportFirewall(_ name: String, into report: inout TunnelReport) {

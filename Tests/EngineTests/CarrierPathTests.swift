@@ -1,4 +1,5 @@
-import Gateway
+import Session
+import Engine
 import Glibc
 import LinuxSystem
 @testable import Netlink

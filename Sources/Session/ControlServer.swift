@@ -1,6 +1,7 @@
 import CTunnelgateShims
 import FoundationEssentials
 import Glibc
+import Engine
 import LinuxSystem
 import TunnelgateSettings
 
@@ -33,14 +34,14 @@ public final class ControlServer {
     let listener: FileDescriptor
     let epoll: FileDescriptor
     let path: String
-    let gateway: Gateway
+    let gateway: Engine
     let name: String
     /// In order of arrival.
     private var pending: [Pending] = []
     /// The socket file this server bound (device and inode), so that it removes only its own.
     private let boundFile: (dev: UInt64, ino: UInt64)?
 
-    public init(gateway: Gateway, name: String) throws(GatewayError) {
+    public init(gateway: Engine, name: String) throws(EngineError) {
         self.gateway = gateway
         self.name = name
         path = gateway.state.controlPath(name)
@@ -184,7 +185,7 @@ public final class ControlServer {
     }
 
     /// Sends one request to a tunnel's control socket and returns the reply line.
-    public static func request(_ path: String, _ line: String) throws(GatewayError) -> String {
+    public static func request(_ path: String, _ line: String) throws(EngineError) -> String {
         do throws(SystemCallError) {
             let fd = try UnixSocket.connect(to: path)
             defer { fd.close() }

@@ -1,4 +1,5 @@
-import Gateway
+import Session
+import Engine
 import LinuxSystem
 import XCTest
 
@@ -7,7 +8,7 @@ final class ControlServerTests: XCTestCase {
     /// there (settings applied again while the old server was still held).
     func testAServerRemovesOnlyItsOwnSocketFile() {
         inPrivateNetworkNamespace {
-            let gateway = try Gateway()
+            let gateway = try Engine()
             let path = gateway.state.controlPath("tgctl0")
             var first: ControlServer? = try ControlServer(gateway: gateway, name: "tgctl0")
             try expect(first != nil && FileSystem.exists(path), "the first server's socket file exists")

@@ -1,5 +1,5 @@
 import Foundation
-import Gateway
+import Engine
 import Glibc
 import LinuxSystem
 import Netlink
@@ -31,7 +31,7 @@ struct KernelSnapshot: Equatable {
     }
 }
 
-final class GatewayEngineTests: XCTestCase {
+final class EngineTests: XCTestCase {
     static func settings(name: String = "tgtest0", included4: [String] = ["0.0.0.0/0"], v6: Bool = true) throws -> TunnelSettings {
         let json = """
         {"name": "\(name)", "tunnelRemoteAddress": "198.18.0.10", "mtu": 1400,
@@ -44,7 +44,7 @@ final class GatewayEngineTests: XCTestCase {
 
     func testUpVerifyDownLeavesTheKernelAsItWas() {
         inPrivateNetworkNamespace {
-            let gateway = try Gateway()
+            let gateway = try Engine()
             let before = try KernelSnapshot(gateway.netlink)
             let tunnel = try gateway.up(try Self.settings(), resolver: Fixed(), configPath: nil)
             try expect(gateway.verify(tunnel.plan, interfaceIndex: tunnel.tun.index).isEmpty, "verifies after up")
@@ -69,7 +69,7 @@ final class GatewayEngineTests: XCTestCase {
     /// connecting (the name still held with no record, as a tunnel starting looks).
     func testStatusNeverReadsConnectingWhileStopping() {
         inPrivateNetworkNamespace {
-            let gateway = try Gateway()
+            let gateway = try Engine()
             let tunnel = try gateway.up(try Self.settings(v6: false), resolver: Fixed(), configPath: nil)
             tunnel.publish(status: .connected)
             let seen = Mutex<[TunnelStatus]>([])
@@ -99,12 +99,12 @@ final class GatewayEngineTests: XCTestCase {
             let fd = try FileDescriptor.open("/proc/sys/net/ipv6/conf/default/disable_ipv6", O_WRONLY)
             try fd.writeAll(Array("1\n".utf8))
             fd.close()
-            let gateway = try Gateway()
+            let gateway = try Engine()
             let before = try KernelSnapshot(gateway.netlink)
             do {
                 _ = try gateway.up(try Self.settings(), resolver: Fixed(), configPath: nil)
                 throw Expectation(description: "up succeeded without IPv6")
-            } catch let error as GatewayError {
+            } catch let error as EngineError {
                 guard case .apply(let batch, let rolledBack) = error else { throw Expectation(description: "unexpected \(error)") }
                 try expect(rolledBack, "rolled back")
                 try expect(batch.failures.contains { $0.error.operation.hasPrefix("ip -6 addr add fd00:8::2/64 dev tgtest0") },
@@ -117,14 +117,14 @@ final class GatewayEngineTests: XCTestCase {
 
     func testTwoTunnelsGetTheirOwnSlotsAndAnExistingNameIsRefused() {
         inPrivateNetworkNamespace {
-            let gateway = try Gateway()
+            let gateway = try Engine()
             let a = try gateway.up(try Self.settings(name: "tga", included4: ["198.18.0.30/32"], v6: false), resolver: Fixed(), configPath: nil)
             let b = try gateway.up(try Self.settings(name: "tgb", included4: ["198.18.0.40/32"], v6: false), resolver: Fixed(), configPath: nil)
             try expect(a.plan.slot != b.plan.slot, "distinct slots")
             do {
                 _ = try gateway.up(try Self.settings(name: "tga", v6: false), resolver: Fixed(), configPath: nil)
                 throw Expectation(description: "second up of tga succeeded")
-            } catch GatewayError.alreadyRunning(let name, _) {
+            } catch EngineError.alreadyRunning(let name, _) {
                 try expect(name == "tga", "refused as already running")
             }
             try a.stop()
@@ -136,7 +136,7 @@ final class GatewayEngineTests: XCTestCase {
 
     func testResidueOfACrashIsRemovedFromTheJournal() {
         inPrivateNetworkNamespace {
-            let gateway = try Gateway()
+            let gateway = try Engine()
             let before = try KernelSnapshot(gateway.netlink)
             let settings = try Self.settings()
             // Simulate a crash: journal and kernel objects stay, the TUN goes away with its descriptor.

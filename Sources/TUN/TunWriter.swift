@@ -15,7 +15,7 @@ public final class TunWriter: Sendable {
     public let overMTU = Atomic<UInt64>(0)
     public let writeFailed = Atomic<UInt64>(0)
     /// Set by stop(): after it, packets are refused (the runtime must not call, but if it does, nothing happens).
-    let closed = Atomic<Bool>(false)
+    public let closed = Atomic<Bool>(false)
 
     public init(descriptor: Int32, mtu: Int) {
         self.descriptor = descriptor
@@ -64,10 +64,3 @@ public final class TunWriter: Sendable {
     }
 }
 
-/// The C writer callback: `context` is an unretained TunWriter that the host
-/// keeps alive until the runtime's stop has returned.
-let tunWriterCallback: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<UInt8>?, Int) -> UInt8 = { context, packet, len in
-    guard let context, let packet, len > 0 else { return 0 }
-    let writer = Unmanaged<TunWriter>.fromOpaque(context).takeUnretainedValue()
-    return writer.write(packet, len) ? 1 : 0
-}

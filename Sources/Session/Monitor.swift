@@ -1,4 +1,5 @@
 import Glibc
+import Engine
 import LinuxSystem
 import Netlink
 import Nftables
@@ -41,7 +42,7 @@ public final class Monitor {
     /// Otherwise the tunnel's namespace is the carriers' too.
     private let carrierEvents: NetlinkSocket?
     private let carrierRequests: NetlinkSocket
-    private let gateway: Gateway
+    private let gateway: Engine
     private var checkDue: Double?
     /// The first carrier check is due at once.
     private var carrierCheckDue: Double? = ProcessControl.monotonicSeconds()
@@ -81,7 +82,7 @@ public final class Monitor {
         public var isEmpty: Bool { repaired.isEmpty && problems.isEmpty && !failedClosed }
     }
 
-    init(gateway: Gateway) throws(SystemCallError) {
+    init(gateway: Engine) throws(SystemCallError) {
         self.gateway = gateway
         let open = { () throws(SystemCallError) -> (NetlinkSocket, NftablesSocket?) in
             (try NetlinkSocket(monitoring: NetlinkSocket.linkAddressRuleAndRouteGroups), try? NftablesSocket(monitoring: true))
@@ -254,9 +255,9 @@ public final class Monitor {
     }
 }
 
-extension Gateway {
+extension Engine {
     /// A monitor of the tunnel's namespace.
-    public func makeMonitor() throws(GatewayError) -> Monitor {
+    public func makeMonitor() throws(EngineError) -> Monitor {
         do { return try Monitor(gateway: self) } catch { throw .system(error) }
     }
 }

@@ -46,7 +46,7 @@ extension TunnelPlan {
     }
 }
 
-extension Gateway {
+extension Engine {
     /// Reads a parameter in the tunnel's namespace.
     func readSysctl(_ path: String) throws(SystemCallError) -> String? {
         try inTunnelNamespace { () throws(SystemCallError) in

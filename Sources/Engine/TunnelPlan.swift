@@ -1,4 +1,5 @@
 import Netlink
+import RuntimeABI
 import Nftables
 import TunnelgateSettings
 
@@ -196,3 +197,12 @@ public struct TunnelPlan: Sendable {
     }
 }
 
+
+extension TunnelPlan {
+    /// What the tunnel's runtime may know of this plan.
+    public var runtimeContext: RuntimeContext {
+        var mark: UInt32?
+        if case .mark(let m) = carrierIdentity { mark = m }
+        return RuntimeContext(interfaceName: interfaceName, mtu: mtu, carriers: carriers, carrierMark: mark)
+    }
+}
