@@ -555,9 +555,10 @@ tg_exited() {
 TG_LEAK_TOOL=$TG_ROOT/netns/tests/leak_traffic.py
 TG_LEAK_GEN_PID=""
 # The addresses the generator tries by default: the carriers, the LAN host, the included, excluded and
-# elsewhere "internet" hosts, in both families.
+# elsewhere "internet" hosts, in both families, and the router itself (its address on C's link; its
+# IPv6 link-local address there is added when the generator runs).
 TG_LEAK_TARGETS=("$CARRIER4" "$CARRIER6" "$LAN4" "$LAN6" "$INCLUDED4" "$INCLUDED6" "$EXCLUDED4" "$EXCLUDED6"
-  "$ELSEWHERE4" "$ELSEWHERE6")
+  "$ELSEWHERE4" "$ELSEWHERE6" "$R_C0_4")
 
 # _tg_leak_carrier SPEC: "IP:PORT/PROTO[@SPORT]" ([IPV6]:PORT/PROTO[@SPORT]) as "FAMILY IP PROTO PORT SPORT"
 # (SPORT "-" when not given); fails on anything else.
@@ -746,7 +747,7 @@ tg_leak_tuples() {
   now=$(_tg_now_ms)
   _tg_leak_elements | sort -n | awk -v class="$class" -v before="$before" -v now="$now" '
     (class == "all" || $2 == class) && (before == "" || $1 < before) {
-      printf "%s %s -> %s %s, first seen %.0f ms ago\n", $3, $4, $5, ($3 ~ /^icmp/ ? $6 : "port " $6), now - $1
+      printf "%s %s -> %s %s, first seen %.0f ms ago\n", $3, $4, $5, ($3 ~ /^icmp/ ? $6 : "port " $6), (now > $1 ? now - $1 : 0)
     }'
 }
 
@@ -854,7 +855,12 @@ _tg_leak_default_args() {
   done
   [ "$has_uid" = 1 ] || echo "--uid 0 --uid 65534"
   [ "$has_path" = 1 ] || echo "--device eth0 --device eth1 --source $C_ETH0_4 --source $C_ETH0_6"
-  [ "$has_target" = 1 ] || echo "${TG_LEAK_TARGETS[*]}"
+  [ "$has_target" = 1 ] || echo "${TG_LEAK_TARGETS[*]} $(_tg_leak_router_link_local)"
+}
+
+# _tg_leak_router_link_local: R's IPv6 link-local address on c0, scoped to C's eth0 (fe80::…%eth0).
+_tg_leak_router_link_local() {
+  ip -n "$NS_R" -6 -o addr show dev c0 scope link | awk '{ sub(/\/.*/, "", $4); print $4 "%eth0"; exit }'
 }
 
 # _tg_leak_prepare_client: lets every uid of C use ping sockets (ICMP echo without privileges, as

@@ -4,9 +4,10 @@
   probe [--rounds N] [--pause P] [--stop-file F] [--progress F] [--max-seconds S] [--uid U]...
         [--device DEV]... [--source ADDR]... [--routed-only] TARGET...
       Every way out we know, per round, for each uid (the process forks and drops to that uid: root is
-      0, 65534 is nobody) and each TARGET address (IPv4 or IPv6): TCP connects to ports 8080, 443 and 53,
-      UDP datagrams to 51820 and 8080, a DNS query to 53, an ICMP echo request (a ping socket, as ping(8)
-      uses unprivileged). Each of them through the routing table, then forced onto every DEV
+      0, 65534 is nobody) and each TARGET address (IPv4 or IPv6, fe80::…%IFACE too): TCP connects to
+      ports 8080, 443, 53 and 853, UDP datagrams to 51820 and 8080, a DNS query to 53, an ICMP echo
+      request (a ping socket, as ping(8) uses unprivileged); and an mDNS query to 224.0.0.251 and
+      ff02::fb. Each of them through the routing table, then forced onto every DEV
       (SO_BINDTODEVICE, as `ping -I eth0`), then bound to every source ADDR of the target's family (an
       address of a physical interface); with --routed-only only through the routing table. Nothing
       waits for an answer: a connect() that returns EINPROGRESS has sent its SYN. Stops after N rounds
@@ -58,7 +59,11 @@ def one_attempt(kind, port, target, device, source, seq):
             s.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, device.encode())
         if source:
             s.bind((source, 0))
-        dest = (target, port)
+        if "%" in target:  # a scoped IPv6 address: fe80::1%eth0
+            host, scope = target.split("%", 1)
+            dest = (host, port, 0, socket.if_nametoindex(scope))
+        else:
+            dest = (target, port)
         if kind == "tcp":
             s.setblocking(False)
             rc = s.connect_ex(dest)
@@ -69,7 +74,7 @@ def one_attempt(kind, port, target, device, source, seq):
             s.sendto(dns_query(seq), dest)
         else:
             echo_type = 128 if fam == socket.AF_INET6 else 8
-            s.sendto(struct.pack("!BBHHH", echo_type, 0, 0, 0, seq & 0xFFFF) + b"leak-probe", (target, 0))
+            s.sendto(struct.pack("!BBHHH", echo_type, 0, 0, 0, seq & 0xFFFF) + b"leak-probe", dest[:1] + (0,) + dest[2:])
         return "sent"
     except OSError as e:
         return errno.errorcode.get(e.errno, str(e.errno))
@@ -77,7 +82,10 @@ def one_attempt(kind, port, target, device, source, seq):
         s.close()
 
 
-PROBES = [("tcp", 8080), ("tcp", 443), ("tcp", 53), ("udp", 51820), ("udp", 8080), ("dns", 53), ("icmp", 0)]
+PROBES = [("tcp", 8080), ("tcp", 443), ("tcp", 53), ("tcp", 853), ("udp", 51820), ("udp", 8080), ("dns", 53),
+          ("icmp", 0)]
+# Link-local multicast that hosts send on their own (mDNS), once per way out and round.
+MULTICAST = [("224.0.0.251", None), ("ff02::fb", "eth0")]
 
 
 def probe_round(targets, devices, sources, seq):
@@ -90,6 +98,14 @@ def probe_round(targets, devices, sources, seq):
             for kind, port in PROBES:
                 r = one_attempt(kind, port, target, device, source, seq)
                 results[r] = results.get(r, 0) + 1
+    for device, source in paths:
+        for group, scope in MULTICAST:
+            if source and family_of(source) != family_of(group):
+                continue
+            # An IPv6 link-local group needs an interface: the forced one, else eth0.
+            target = "%s%%%s" % (group, device or scope) if scope else group
+            r = one_attempt("dns", 5353, target, device, source, seq)
+            results[r] = results.get(r, 0) + 1
     return results
 
 

@@ -63,6 +63,8 @@ in_c ip -4 route add default via "$R_C1_4" dev eth1 metric 2000
 in_c ip -6 route add default via "$R_C1_6" dev eth1 metric 2000
 
 CARRIERS=(--carrier "$CARRIER4:5400/udp@5400" --carrier "[$CARRIER6]:5400/udp@5400")
+# Without the kill switch, what its address' scope binds to a link may leave on it (leaks.sh).
+LINK_SCOPE=(--allow-to fe80::/10 --allow-to ff02::/16 --allow-to 224.0.0.0/24)
 ks_present() { in_c nft list table inet tunnelgate-tga >/dev/null 2>&1; }
 status_is() { tg_c status tga --json 2>/dev/null | jq -e --arg s "$1" '.status == $s' >/dev/null; }
 no_leak() {
@@ -96,6 +98,7 @@ check_match "[control] ... among them TCP to the carrier's port 8080" \
   "^tcp $(tg_re "$C_ETH0_4") -> $(tg_re "$CARRIER4") port 8080," "$(tg_leak_tuples carrier)"
 
 # --- a full tunnel without the kill switch: routing alone -------------------------------------------------------
+tg_leak_watch "${CARRIERS[@]}" "${LINK_SCOPE[@]}"
 config_a "$TG_TMP/a.json"
 tg_run tg_c up "$TG_TMP/a.json" --detach
 check_rc "[full tunnel] tga up" 0
@@ -108,6 +111,7 @@ check_through_tunnel "full tunnel"
 down_a "full tunnel"
 
 # --- the kill switch: during up ------------------------------------------------------------------------------
+tg_leak_watch "${CARRIERS[@]}"
 config_a "$TG_TMP/ks.json" "" "$KS"
 tg_leak_generate_start
 tg_c up "$TG_TMP/ks.json" --detach >"$TG_TMP/up.out" 2>&1 &

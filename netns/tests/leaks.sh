@@ -5,10 +5,10 @@
 # (CVE-2023-36671, CVE-2023-36672) and on Mullvad's leak checks.
 #
 #   C  tunnelgate "tgwNNN" 10.70.0.1 fd70::1, WireGuard from UDP port 51821 (ListenPort, fixed)
-#   │  eth0 10.231.0.2 fd00:231::2 (default routes), eth1 10.232.0.2 fd00:232::2 (default routes, metric 2000)
-#   │  the generator: root and uid 65534; TCP 8080 443 53, UDP 51820 8080, DNS, ICMP; routed, forced onto
-#   │  eth0/eth1 (SO_BINDTODEVICE), bound to eth0's addresses; to the carriers, L, .20 .30, elsewhere
-#   │
+#   │  eth0 10.231.0.2 fd00:231::2 (default routes); eth1 10.232.0.2 fd00:232::2 (defaults, metric 2000)
+#   │  the generator: root and uid 65534; TCP 8080 443 53 853, UDP 51820 8080, DNS, ICMP, mDNS; routed,
+#   │  forced onto eth0/eth1 (SO_BINDTODEVICE), bound to eth0's addresses; to the carriers, L, R, .20 .30,
+#   │  elsewhere
 #   R  router. Prerouting from c0/c1: a leak is anything but C:51821 -> carrier:51820/udp and IPv6 ND.
 #   │  Proxy ARP/NDP on c0 for 198.18.0.0/24 (the hostile network of the LocalNet part).
 #   ├── L  LAN host 192.168.231.2 fd00:a1::2
@@ -19,12 +19,14 @@
 # it should: a test that blocks everything passes a leak check):
 #   control without a tunnel; a full tunnel without the kill switch (wg-quick file): ServerIP by routing
 #   alone, LocalNet, the host's own default route; a TUN without ipv6Settings; the kill switch (JSON):
-#   during up, steady, the IPv6 carrier, tampering (a carrier-set element, a deleted rule and the chain's
-#   policy) and repair, carrier loss and return, the TUN deleted, the owner SIGKILLed, failed next ups over
-#   the residue (ListenPort taken, a runtime library that does not exist, a config that fails validation,
-#   WireGuard's API socket held by a namesake so that its start fails after the settings were applied),
-#   an up over the residue, down, after down; the kill switch with excludeLocalNetworks on a hostile LAN;
-#   gateway mode, with and without the kill switch: nothing from the tunnel's far end into the LAN.
+#   during up, steady, the IPv6 carrier, tampering and repair (a carrier-set element; the chain opened,
+#   once and twelve times in a row), carrier loss and return, the TUN deleted, the owner SIGKILLed,
+#   failed next ups over the residue (ListenPort taken, a runtime library that does not exist, a config
+#   that fails validation, WireGuard's API socket held by a namesake so that its start fails after the
+#   settings were applied), an up over the residue, down, after down; the kill switch with
+#   excludeLocalNetworks on a hostile LAN; a carrier host name whose answer at up was spoofed (and then
+#   moved: it must stay pinned); gateway mode, with and without the kill switch: nothing from the
+#   tunnel's far end into the LAN, nothing from a host that is not a source into the tunnel.
 # The built-in WireGuard has no runtime failure to provoke (its device fails only if poll() does); a
 # runtime failing is in leaks-runtime.sh.
 set -uo pipefail
@@ -37,6 +39,7 @@ TGW=tgw$((RANDOM % 100000))   # Tunnelgate's interface in C (and R's in the gate
 WGI=wgi$((RANDOM % 100000))   # wireguard-go's in I
 cleanup() {
   rm -f "/var/run/wireguard/$TGW.sock" "/var/run/wireguard/$WGI.sock"
+  [ -n "${NS_C:-}" ] && rm -rf "/etc/netns/$NS_C"
   tg_topology_down
 }
 trap cleanup EXIT
@@ -82,6 +85,9 @@ hostile_off() {
 }
 
 CARRIERS=(--carrier "$CARRIER4:51820/udp@51821" --carrier "[$CARRIER6]:51820/udp@51821")
+# Without the kill switch, what is bound to a link by its address' scope may leave on it: IPv6
+# link-local unicast and multicast, IPv4 link-local multicast (224.0.0.0/24 is never routed).
+LINK_SCOPE=(--allow-to fe80::/10 --allow-to ff02::/16 --allow-to 224.0.0.0/24)
 # RFC 1918, link-local, multicast and broadcast; link-local, ULA and multicast: what excludeLocalNetworks
 # lets through (docs/operations.md).
 LOCAL_RANGES=(--allow-to 10.0.0.0/8 --allow-to 172.16.0.0/12 --allow-to 192.168.0.0/16 --allow-to 169.254.0.0/16
@@ -100,6 +106,21 @@ ks_content() {
     map(if .set and .set.elem then .set.elem |= sort else . end)'
 }
 ks_content_is() { [ "$(ks_content)" == "$(cat "$1")" ]; }
+# tamper_open: opens the kill switch from outside, in one transaction: the output chain's last rule (the
+# catch-all drop) deleted and its policy set to accept.
+tamper_open() {
+  local last
+  last=$(in_c nft -a list chain inet "tunnelgate-$TGW" output | sed -n 's/.* # handle \([0-9]*\)$/\1/p' | tail -n 1)
+  in_c nft -f - <<EOT
+delete rule inet tunnelgate-$TGW output handle ${last:-0}
+chain inet tunnelgate-$TGW output { policy accept; }
+EOT
+}
+# ks_diff FILE: how the kill switch's table differs from FILE's (a ks_content), for a failure's detail.
+ks_diff() {
+  _tg_detail "the kill switch's table (nft -j, stateless) against what up made, first 30 lines of the diff:" \
+    "$(diff <(cat "$1") <(ks_content) | head -n 30)"
+}
 
 # seen_by_server ADDR UID: what I's server on ADDR:8080 saw uid UID's connection from C come from.
 seen_by_server() {
@@ -181,6 +202,7 @@ hostile_off
 
 # --- a full tunnel without the kill switch: routing alone ---------------------------------------------------
 c_quick
+tg_leak_watch "${CARRIERS[@]}" "${LINK_SCOPE[@]}"
 tg_run tg_c up "$TG_TMP/$TGW.conf" --detach
 check_rc "[full tunnel] up $TGW.conf (wg-quick, AllowedIPs 0.0.0.0/0, ::/0) exits 0" 0
 tg_leak_reset
@@ -249,6 +271,7 @@ wait "$sniffer" 2>/dev/null
 down_c "[no ipv6Settings] down"
 
 # --- the kill switch: during up -----------------------------------------------------------------------------
+tg_leak_watch "${CARRIERS[@]}"
 ks_config "$TG_TMP/ks.json"
 # Timers scaled by 0.02 (test-only variable, docs/wireguard.md): handshake retries every 0.1 s and the
 # session's keys gone 10.8 s after the last handshake, so that a cut carrier shows as reasserting soon.
@@ -273,7 +296,6 @@ wait_for "[during up] the tunnel is connected" 10 status_is connected
 tg_leak_generate_stop "[during up] the generator ran through up"
 check_eq "[during up] the kill switch was there before the TUN" "" "$(sort -u "$TG_TMP/tun-first")"
 no_leak "during up"
-in_c nft -s list table inet "tunnelgate-$TGW" >"$TG_TMP/ks-table.txt" 2>&1
 ks_content >"$TG_TMP/ks-content.json"
 
 # --- steady state ---------------------------------------------------------------------------------------------
@@ -310,26 +332,42 @@ check "[tamper: carrier set] an element for $INCLUDED4 is added to the kill swit
   tamper_element 4 "$CARRIER4" "$INCLUDED4"
 check "[tamper: carrier set] ... and one for $INCLUDED6 to carriers6" tamper_element 6 "$CARRIER6" "$INCLUDED6"
 wait_for "[tamper: carrier set] the kill switch's content is repaired (equal to what up made) within 2 s" 2 \
-  ks_content_is "$TG_TMP/ks-content.json" ||
-  _tg_detail "diff of nft -s list table against up's:" \
-    "$(diff <(cat "$TG_TMP/ks-table.txt") <(in_c nft -s list table inet "tunnelgate-$TGW" 2>&1))"
+  ks_content_is "$TG_TMP/ks-content.json" || ks_diff "$TG_TMP/ks-content.json"
 tg_leak_reset
 tg_leak_generate
 no_leak "after the carrier-set tamper and its repair"
 tunnel_works "after the carrier-set tamper"
+# Not repaired: the test takes its elements out again, so that the next phases measure only themselves.
+ks_content_is "$TG_TMP/ks-content.json" || {
+  in_c nft delete element inet "tunnelgate-$TGW" carriers4 "{ $INCLUDED4 }"
+  in_c nft delete element inet "tunnelgate-$TGW" carriers6 "{ $INCLUDED6 }"
+} 2>/dev/null
 # 2: the output chain's last rule (the catch-all drop) deleted and its policy set to accept.
-last=$(in_c nft -a list chain inet "tunnelgate-$TGW" output | sed -n 's/.* # handle \([0-9]*\)$/\1/p' | tail -n 1)
-check "[tamper: rule and policy] the output chain's last rule (handle ${last:-none}) is deleted from outside" \
-  in_c nft delete rule inet "tunnelgate-$TGW" output handle "${last:-0}"
-check "[tamper: rule and policy] ... and its policy set to accept" in_c nft chain inet "tunnelgate-$TGW" output '{ policy accept; }'
+check "[tamper: rule and policy] the output chain's last rule is deleted from outside and its policy set to accept" tamper_open
 wait_for "[tamper: rule and policy] the kill switch's content is repaired (equal to what up made) within 2 s" 2 \
-  ks_content_is "$TG_TMP/ks-content.json" ||
-  _tg_detail "diff of nft -s list table against up's:" \
-    "$(diff <(cat "$TG_TMP/ks-table.txt") <(in_c nft -s list table inet "tunnelgate-$TGW" 2>&1))"
+  ks_content_is "$TG_TMP/ks-content.json" || ks_diff "$TG_TMP/ks-content.json"
 tg_leak_reset
 tg_leak_generate
 no_leak "after the rule/policy tamper and its repair"
 tunnel_works "after the rule/policy tamper"
+# 3: the same twelve times in a row, each time once the last repair is seen: repairs must not pause
+# while the tunnel is up.
+repaired=0
+for i in $(seq 12); do
+  tamper_open >/dev/null 2>&1 || break
+  _tg_poll 2 ks_content_is "$TG_TMP/ks-content.json" || break
+  repaired=$i
+done
+check_eq "[tamper storm] the chain opened 12 times in a row: each time repaired within 2 s" 12 "$repaired" ||
+  ks_diff "$TG_TMP/ks-content.json"
+tg_leak_reset
+tg_leak_generate
+no_leak "after 12 tampers in a row"
+# Not repaired: the test closes the chain again, so that the next phases measure only themselves.
+ks_content_is "$TG_TMP/ks-content.json" || {
+  in_c nft chain inet "tunnelgate-$TGW" output '{ policy drop; }'
+  in_c nft add rule inet "tunnelgate-$TGW" output counter drop comment "\"tunnelgate:$TGW blocked\""
+} 2>/dev/null
 
 # --- carrier loss and return (cut at R) -------------------------------------------------------------------
 in_r nft -f - <<EOT || tg_bail "nft: the carrier cut in R"
@@ -472,6 +510,35 @@ no_leak "LocalNet, kill switch + excludeLocalNetworks"
 down_c "[LocalNet, kill switch] down"
 hostile_off
 unset TG_ENV
+
+# --- a carrier named by a host name whose answer at up was spoofed -------------------------------------------
+# C's resolver (its hosts file, as a spoofed DNS answer would) says the tunnel's control server is
+# $INCLUDED4 / $INCLUDED6. Whatever the name resolved to, only the runtime's own carrier 5-tuple may
+# bypass the tunnel: everybody else's packets for $INCLUDED4 go into it or nowhere. The name is pinned:
+# pointed at $EXCLUDED4 afterwards (and a repair made to happen), nothing changes.
+NAME=vpn.tunnelgate.test
+mkdir -p "/etc/netns/$NS_C"
+printf '%s %s\n%s %s\n' "$INCLUDED4" "$NAME" "$INCLUDED6" "$NAME" >"/etc/netns/$NS_C/hosts"
+tg_leak_watch "${CARRIERS[@]}" --carrier "$INCLUDED4:51820/udp@51821" --carrier "[$INCLUDED6]:51820/udp@51821"
+ks_config "$TG_TMP/ks-name.json"
+sed -i "s|\"carrierEndpoints\": \[|\"carrierEndpoints\": [\"$NAME:51820\", |" "$TG_TMP/ks-name.json"
+check_match "[spoofed carrier name] plan shows what $NAME resolved to" "$(tg_re "$INCLUDED4")" \
+  "$(tg_c plan "$TG_TMP/ks-name.json" 2>&1 | grep -i carrier)"
+tg_run tg_c up "$TG_TMP/ks-name.json" --detach
+check_rc "[spoofed carrier name] up with carrierEndpoints naming $NAME exits 0" 0
+tg_leak_reset
+tunnel_works "spoofed carrier name"
+ks_content >"$TG_TMP/ks-name-content.json"
+printf '%s %s\n%s %s\n' "$EXCLUDED4" "$NAME" "$EXCLUDED6" "$NAME" >"/etc/netns/$NS_C/hosts"
+check "[spoofed carrier name] the name now points at $EXCLUDED4; the kill switch is opened from outside" tamper_open
+wait_for "[spoofed carrier name] ... and repaired to exactly what up made (the name's address stays pinned)" 2 \
+  ks_content_is "$TG_TMP/ks-name-content.json" || ks_diff "$TG_TMP/ks-name-content.json"
+tg_leak_reset
+tg_leak_generate
+no_leak "spoofed carrier name"
+check_through_tunnel "spoofed carrier name" "$INCLUDED4" 10.70.0.1
+down_c "[spoofed carrier name] down"
+rm -rf "/etc/netns/$NS_C"
 
 # --- gateway mode: tunnelgate in R forwards L's traffic into its tunnel, and nothing else --------------------
 #   L (source) ── R (tunnelgate "$TGW", forwarding) ══ WireGuard ══ I (wireguard-go, 10.70.0.2)
