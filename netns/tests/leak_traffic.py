@@ -24,6 +24,12 @@
       Counts what the kernel transmits on IFNAME (an AF_PACKET socket on every interface, so it can be
       started before IFNAME exists): one line per packet on stdout ("ipv6 icmpv6 133 fe80::… -> ff02::2"),
       flushed as it goes. Writes F (--ready) once it captures.
+  order IFNAME TABLE --ready F [--max-seconds S]
+      Which came first, the interface IFNAME or the nftables table TABLE (inet)? Listens to nf_tables'
+      notifications (NFNLGRP_NFTABLES) and, in a tight loop, looks IFNAME up: when IFNAME exists and,
+      after that, no NFT_MSG_NEWTABLE for TABLE has arrived yet, the interface was first ("interface
+      first"); when the table's notification arrives while IFNAME was never seen, the table was ("table
+      first"). Prints one of them (or "neither" after S seconds) and exits.
   hold-udp PORT --ready F [--max-seconds S]
       Holds UDP PORT on 0.0.0.0 and [::] (another program's socket on a WireGuard ListenPort).
 Every loop is bounded in count and time.
@@ -235,6 +241,59 @@ def sniff(args):
             print(describe(proto, data), flush=True)
 
 
+NETLINK_NETFILTER, NFNLGRP_NFTABLES, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP = 12, 7, 270, 1
+NFT_MSG_NEWTABLE, NFNL_SUBSYS_NFTABLES, NFTA_TABLE_NAME = 0, 10, 1
+
+
+def new_tables(sock):
+    """The names of the tables in every NFT_MSG_NEWTABLE queued on sock."""
+    names = []
+    while True:
+        try:
+            data = sock.recv(65536, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return names
+        off = 0
+        while off + 16 <= len(data):
+            length, kind = struct.unpack_from("=IH", data, off)
+            if length < 16:
+                break
+            if kind == (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWTABLE:
+                a = off + 16 + 4  # nlmsghdr, nfgenmsg
+                while a + 4 <= off + length:
+                    alen, atype = struct.unpack_from("=HH", data, a)
+                    if alen < 4:
+                        break
+                    if atype & 0x3FFF == NFTA_TABLE_NAME:
+                        names.append(data[a + 4:a + alen].split(b"\0")[0].decode())
+                    a += (alen + 3) & ~3
+            off += (length + 3) & ~3
+
+
+def order(args):
+    sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
+    sock.bind((0, 0))
+    sock.setsockopt(SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, NFNLGRP_NFTABLES)
+    with open(args.ready, "w") as f:
+        f.write("listening\n")
+    deadline = time.monotonic() + args.max_seconds
+    while time.monotonic() < deadline:
+        try:
+            socket.if_nametoindex(args.ifname)
+            seen = True
+        except OSError:
+            seen = False
+        # Drained after the lookup: a notification that is not here yet was sent after it.
+        if args.table in new_tables(sock):
+            print("table first" if not seen else "neither proven (both within one look)")
+            return
+        if seen:
+            print("interface first")
+            return
+        time.sleep(0.0002)
+    print("neither")
+
+
 def hold_udp(args):
     socks = []
     for fam, host in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
@@ -286,6 +345,12 @@ def main():
     a.add_argument("--stop-file", required=True)
     a.add_argument("--max-seconds", type=float, default=30)
     a.set_defaults(func=sniff)
+    a = sub.add_parser("order")
+    a.add_argument("ifname")
+    a.add_argument("table")
+    a.add_argument("--ready", required=True)
+    a.add_argument("--max-seconds", type=float, default=20)
+    a.set_defaults(func=order)
     a = sub.add_parser("hold-udp")
     a.add_argument("port", type=int)
     a.add_argument("--ready", required=True)

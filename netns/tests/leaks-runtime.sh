@@ -114,24 +114,23 @@ down_a "full tunnel"
 tg_leak_watch "${CARRIERS[@]}"
 config_a "$TG_TMP/ks.json" "" "$KS"
 tg_leak_generate_start
+# Counted from the moment the kill switch exists (before that nothing promises anything). And the kill
+# switch must come first: leak_traffic.py order tells which of the TUN and the table the kernel had first.
+rm -f "$TG_TMP/order.ready"
+in_c python3 "$TG_LEAK_TOOL" order tga "tunnelgate-tga" --ready "$TG_TMP/order.ready" --max-seconds 20 \
+  >"$TG_TMP/order.out" 2>&1 &
+orderer=$!
+wait_for "[during up] the watch for which comes first, the TUN or the kill switch, listens" 5 test -s "$TG_TMP/order.ready"
 tg_c up "$TG_TMP/ks.json" --detach >"$TG_TMP/up.out" 2>&1 &
 upper=$!
-# Counted from the moment the kill switch exists (before that nothing promises anything). The kill
-# switch comes first: a TUN seen before a listing that finds no kill switch table is recorded.
-: >"$TG_TMP/tun-first"
-ks_first() {
-  if ip -n "$NS_C" link show dev tga >/dev/null 2>&1 && ! ks_present; then
-    echo "the TUN existed, the kill switch not yet" >>"$TG_TMP/tun-first"
-  fi
-  ks_present
-}
-wait_for "[during up] the kill switch table appears" 10 ks_first
+wait_for "[during up] the kill switch table appears" 10 ks_present
 tg_leak_reset
 wait "$upper" && up_rc=0 || up_rc=$?
 check_eq "[during up] up --detach with includeAllNetworks exits 0" 0 "$up_rc" || _tg_detail "$(cat "$TG_TMP/up.out")"
 wait_for "[during up] tga is connected" 10 status_is connected
 tg_leak_generate_stop "[during up] the generator ran through up"
-check_eq "[during up] the kill switch was there before the TUN" "" "$(sort -u "$TG_TMP/tun-first")"
+wait "$orderer" 2>/dev/null
+check_eq "[during up] the kill switch table was there before the TUN" "table first" "$(cat "$TG_TMP/order.out")"
 no_leak "during up"
 
 # --- steady ---------------------------------------------------------------------------------------------------
