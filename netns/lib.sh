@@ -554,46 +554,59 @@ tg_exited() {
 
 TG_LEAK_TOOL=$TG_ROOT/netns/tests/leak_traffic.py
 TG_LEAK_GEN_PID=""
+# Arguments every run of the generator gets (a scenario's carrier port: --udp-port 5400 --udp-from …).
+TG_LEAK_GEN_ARGS=()
 # The addresses the generator tries by default: the carriers, the LAN host, the included, excluded and
 # elsewhere "internet" hosts, in both families, and the router itself (its address on C's link; its
 # IPv6 link-local address there is added when the generator runs).
 TG_LEAK_TARGETS=("$CARRIER4" "$CARRIER6" "$LAN4" "$LAN6" "$INCLUDED4" "$INCLUDED6" "$EXCLUDED4" "$EXCLUDED6"
   "$ELSEWHERE4" "$ELSEWHERE6" "$R_C0_4")
 
-# _tg_leak_carrier SPEC: "IP:PORT/PROTO[@SPORT]" ([IPV6]:PORT/PROTO[@SPORT]) as "FAMILY IP PROTO PORT SPORT"
-# (SPORT "-" when not given); fails on anything else.
+# _tg_leak_carrier SPEC: "IP:PORT/PROTO[@[SADDR:]SPORT]" (IPv6 in brackets, [SADDR]:SPORT too) as
+# "FAMILY IP PROTO PORT SADDR SPORT" (SADDR and SPORT "-" when not given); fails on anything else.
 _tg_leak_carrier() {
-  local spec=$1 rest addr port proto sport=- family=4
-  [[ $spec == *@* ]] && { sport=${spec##*@}; spec=${spec%@*}; }
+  local spec=$1 rest addr port proto from="" saddr=- sport=- family=4
+  [[ $spec == *@* ]] && { from=${spec##*@}; spec=${spec%@*}; }
+  if [[ $from == *:* ]]; then
+    sport=${from##*:} saddr=${from%:*} saddr=${saddr#[} saddr=${saddr%]}
+  elif [ -n "$from" ]; then
+    sport=$from
+  fi
   proto=${spec##*/} rest=${spec%/*}
   port=${rest##*:} addr=${rest%:*}
   if [[ $addr == \[*\] ]]; then addr=${addr#[}; addr=${addr%]}; family=6; fi
   [[ $proto == udp || $proto == tcp ]] && [[ $port =~ ^[0-9]+$ ]] && [[ $sport == - || $sport =~ ^[0-9]+$ ]] &&
-    [ -n "$addr" ] || return 1
-  echo "$family $addr $proto $port $sport"
+    [ -n "$addr" ] && [ -n "$saddr" ] && { [ "$saddr" = - ] || [ "$sport" != - ]; } || return 1
+  echo "$family $addr $proto $port $saddr $sport"
 }
 
-# tg_leak_watch [--carrier IP:PORT/PROTO[@SPORT]]... [--allow-to ADDR]...: (re)installs the counters in R
-# (replacing an earlier watch in one transaction) and starts them at zero.
+# tg_leak_watch [--carrier IP:PORT/PROTO[@[SADDR:]SPORT]]... [--allow-to ADDR]...: (re)installs the
+# counters in R (replacing an earlier watch in one transaction) and starts them at zero.
 #   --carrier   a carrier 5-tuple that may leave C: to IP:PORT over PROTO, from C's source port SPORT
-#               when it is fixed (WireGuard's ListenPort); from any of C's addresses. IPv6 in brackets.
+#               when it is fixed (WireGuard's ListenPort), from C's address SADDR when the carrier's
+#               socket is bound to one (else from any of C's addresses). IPv6 in brackets.
 #   --allow-to  a destination (an address or a prefix) that may be reached directly in this phase (an
 #               excluded route without the kill switch, the LAN with excludeLocalNetworks); not counted.
 tg_leak_watch() {
-  local elems4s="" elems4="" elems6s="" elems6="" addrs4="" addrs6="" allow4="" allow6="" parsed fam ip proto port sport
+  local elems4s="" elems4="" elems6s="" elems6="" elems4a="" elems6a="" addrs4="" addrs6="" allow4="" allow6=""
+  local parsed fam ip proto port saddr sport
   : >"$TG_TMP/leak-carriers"
   while [ $# -gt 0 ]; do
     case $1 in
     --carrier)
-      parsed=$(_tg_leak_carrier "${2:-}") || tg_bail "tg_leak_watch: --carrier ${2:-}: not IP:PORT/PROTO[@SPORT]"
-      read -r fam ip proto port sport <<<"$parsed"
+      parsed=$(_tg_leak_carrier "${2:-}") || tg_bail "tg_leak_watch: --carrier ${2:-}: not IP:PORT/PROTO[@[SADDR:]SPORT]"
+      read -r fam ip proto port saddr sport <<<"$parsed"
       echo "$ip" >>"$TG_TMP/leak-carriers"
       if [ "$fam" = 4 ]; then
         addrs4+="$ip, "
-        if [ "$sport" = - ]; then elems4+="$ip . $proto . $port, "; else elems4s+="$ip . $proto . $sport . $port, "; fi
+        if [ "$saddr" != - ]; then elems4a+="$saddr . $ip . $proto . $sport . $port, "
+        elif [ "$sport" = - ]; then elems4+="$ip . $proto . $port, "
+        else elems4s+="$ip . $proto . $sport . $port, "; fi
       else
         addrs6+="$ip, "
-        if [ "$sport" = - ]; then elems6+="$ip . $proto . $port, "; else elems6s+="$ip . $proto . $sport . $port, "; fi
+        if [ "$saddr" != - ]; then elems6a+="$saddr . $ip . $proto . $sport . $port, "
+        elif [ "$sport" = - ]; then elems6+="$ip . $proto . $port, "
+        else elems6s+="$ip . $proto . $sport . $port, "; fi
       fi
       shift 2 ;;
     --allow-to)
@@ -610,6 +623,8 @@ table inet tgleak {
   counter leak_carrier {}
   counter leak_other {}
   counter carrier_ok {}
+  set ok4a { type ipv4_addr . ipv4_addr . inet_proto . inet_service . inet_service; $($el "$elems4a") }
+  set ok6a { type ipv6_addr . ipv6_addr . inet_proto . inet_service . inet_service; $($el "$elems6a") }
   set ok4s { type ipv4_addr . inet_proto . inet_service . inet_service; $($el "$elems4s") }
   set ok4 { type ipv4_addr . inet_proto . inet_service; $($el "$elems4") }
   set ok6s { type ipv6_addr . inet_proto . inet_service . inet_service; $($el "$elems6s") }
@@ -625,6 +640,8 @@ table inet tgleak {
   chain pre {
     type filter hook prerouting priority raw; policy accept;
     iifname != { "c0", "c1" } return
+    ip saddr . ip daddr . meta l4proto . th sport . th dport @ok4a counter name carrier_ok return
+    ip6 saddr . ip6 daddr . meta l4proto . th sport . th dport @ok6a counter name carrier_ok return
     ip daddr . meta l4proto . th sport . th dport @ok4s counter name carrier_ok return
     ip daddr . meta l4proto . th dport @ok4 counter name carrier_ok return
     ip6 daddr . meta l4proto . th sport . th dport @ok6s counter name carrier_ok return
@@ -801,7 +818,7 @@ check_no_leak() {
 tg_leak_generate() {
   _tg_leak_prepare_client
   # shellcheck disable=SC2046 # the default arguments are words
-  ip netns exec "$NS_C" python3 "$TG_LEAK_TOOL" probe "$@" $(_tg_leak_default_args "$@") \
+  ip netns exec "$NS_C" python3 "$TG_LEAK_TOOL" probe "${TG_LEAK_GEN_ARGS[@]}" "$@" $(_tg_leak_default_args "$@") \
     >"$TG_TMP/leak-gen.json" 2>"$TG_TMP/leak-gen.err"
 }
 
@@ -813,7 +830,8 @@ tg_leak_generate_start() {
   rm -f "$TG_TMP/leak-gen.stop" "$TG_TMP/leak-gen.progress"
   # shellcheck disable=SC2046 # the default arguments are words
   ip netns exec "$NS_C" python3 "$TG_LEAK_TOOL" probe --rounds 400 --pause 0.1 --max-seconds 90 \
-    --stop-file "$TG_TMP/leak-gen.stop" --progress "$TG_TMP/leak-gen.progress" "$@" $(_tg_leak_default_args "$@") \
+    --stop-file "$TG_TMP/leak-gen.stop" --progress "$TG_TMP/leak-gen.progress" "${TG_LEAK_GEN_ARGS[@]}" "$@" \
+    $(_tg_leak_default_args "$@") \
     >"$TG_TMP/leak-gen.json" 2>"$TG_TMP/leak-gen.err" &
   TG_LEAK_GEN_PID=$!
   _tg_poll 10 bash -c "[ -s '$TG_TMP/leak-gen.progress' ] || ! kill -0 $TG_LEAK_GEN_PID"

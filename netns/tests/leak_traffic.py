@@ -2,7 +2,8 @@
 """Traffic for the leak suite (netns/tests/leaks.sh, leaks-runtime.sh; netns/lib.sh tg_leak_*).
 
   probe [--rounds N] [--pause P] [--stop-file F] [--progress F] [--max-seconds S] [--uid U]...
-        [--device DEV]... [--source ADDR]... [--routed-only] TARGET...
+        [--device DEV]... [--source ADDR]... [--routed-only] [--udp-port P]... [--udp-from ADDR:P]...
+        TARGET...
       Every way out we know, per round, for each uid (the process forks and drops to that uid: root is
       0, 65534 is nobody) and each TARGET address (IPv4 or IPv6, fe80::…%IFACE too): TCP connects to
       ports 8080, 443, 53 and 853, UDP datagrams to 51820 and 8080, a DNS query to 53, an ICMP echo
@@ -12,7 +13,10 @@
       address of a physical interface); with --routed-only only through the routing table. Nothing
       waits for an answer: a connect() that returns EINPROGRESS has sent its SYN. Stops after N rounds
       (default 1), when the stop file exists (checked between rounds) or after S seconds (default 60),
-      whichever comes first; rounds are P seconds apart (default 0.02). After each round the progress
+      whichever comes first; rounds are P seconds apart (default 0.02). --udp-port adds UDP datagrams
+      to port P (a carrier's own port, from a socket that is not the carrier's); --udp-from sends every
+      UDP datagram once more from a socket bound to ADDR:P (a carrier's source port on another local
+      address), routed. After each round the progress
       file holds the number of rounds done; at the end one JSON line on stdout says how many attempts
       were made and how each one ended (sent, or the errno).
   listen PORT --max-seconds S
@@ -64,7 +68,7 @@ def one_attempt(kind, port, target, device, source, seq):
         if device:
             s.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, device.encode())
         if source:
-            s.bind((source, 0))
+            s.bind(source if isinstance(source, tuple) else (source, 0))
         if "%" in target:  # a scoped IPv6 address: fe80::1%eth0
             host, scope = target.split("%", 1)
             dest = (host, port, 0, socket.if_nametoindex(scope))
@@ -94,16 +98,32 @@ PROBES = [("tcp", 8080), ("tcp", 443), ("tcp", 53), ("tcp", 853), ("udp", 51820)
 MULTICAST = [("224.0.0.251", None), ("ff02::fb", "eth0")]
 
 
-def probe_round(targets, devices, sources, seq):
+def split_hostport(spec):
+    """ "10.0.0.1:5400" or "[fd00::1]:5400" as (host, port)."""
+    host, port = spec.rsplit(":", 1)
+    return host.strip("[]"), int(port)
+
+
+def probe_round(targets, devices, sources, seq, udp_ports=(), udp_from=()):
     results = {}
     paths = [(None, None)] + [(d, None) for d in devices] + [(None, s) for s in sources]
+    probes = PROBES + [("udp", p) for p in udp_ports]
     for target in targets:
         for device, source in paths:
             if source and family_of(source) != family_of(target):
                 continue
-            for kind, port in PROBES:
+            for kind, port in probes:
                 r = one_attempt(kind, port, target, device, source, seq)
                 results[r] = results.get(r, 0) + 1
+        # From a fixed source port (a carrier's own, on another local address), to every UDP port.
+        for spec in udp_from:
+            host, sport = split_hostport(spec)
+            if family_of(host) != family_of(target) or "%" in target:
+                continue
+            for kind, port in probes:
+                if kind == "udp":
+                    r = one_attempt(kind, port, target, None, (host, sport), seq)
+                    results[r] = results.get(r, 0) + 1
     for device, source in paths:
         for group, scope in MULTICAST:
             if source and family_of(source) != family_of(group):
@@ -138,7 +158,8 @@ def probe(args):
                 try:
                     drop_to(uid)
                     out = probe_round(args.targets, [] if args.routed_only else args.device or [],
-                                      [] if args.routed_only else args.source or [], rounds)
+                                      [] if args.routed_only else args.source or [], rounds,
+                                      args.udp_port or [], args.udp_from or [])
                 except Exception as e:  # reported, never hidden: the shell checks the summary
                     out = {"exception: %s" % e: 1}
                 os.write(w, json.dumps(out).encode())
@@ -327,6 +348,8 @@ def main():
     a.add_argument("--device", action="append")
     a.add_argument("--source", action="append")
     a.add_argument("--routed-only", action="store_true")
+    a.add_argument("--udp-port", type=int, action="append")
+    a.add_argument("--udp-from", action="append")
     a.add_argument("targets", nargs="+")
     a.set_defaults(func=probe)
     a = sub.add_parser("listen")

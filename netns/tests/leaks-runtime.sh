@@ -5,7 +5,8 @@
 #
 #   C  tunnelgate "tga" 10.60.0.1 fd60::1: everything into the tunnel; the example runtime's UDP socket
 #   │  10.231.0.2:5400 -> 198.18.0.10:5400 is its carrier (declared too: [2001:db8:18::10]:5400)
-#   │  the generator: root and uid 65534, every protocol, routed, forced onto eth0/eth1, source-bound
+#   │  the generator: root and uid 65534, every protocol, routed, forced onto eth0/eth1, source-bound;
+#   │  also UDP to the carrier's port 5400, and from port 5400 of eth1's addresses
 #   R  router. Prerouting from c0/c1: a leak is anything but C:5400 -> carrier:5400/udp and IPv6 ND.
 #   ├── L  LAN host
 #   └── I  tunnelgate "tgb" 10.60.0.2 fd60::2, the example runtime on 198.18.0.10:5400 (the peer); a TCP
@@ -62,7 +63,10 @@ wait_for "I's TCP server listens on 8080" 5 bash -c "ip netns exec $NS_I ss -ltn
 in_c ip -4 route add default via "$R_C1_4" dev eth1 metric 2000
 in_c ip -6 route add default via "$R_C1_6" dev eth1 metric 2000
 
-CARRIERS=(--carrier "$CARRIER4:5400/udp@5400" --carrier "[$CARRIER6]:5400/udp@5400")
+# The runtime's socket is bound to 10.231.0.2:5400: only that source is its carrier. Another program may
+# bind port 5400 on C's other addresses, and send to the carrier's own port: the generator does both.
+CARRIERS=(--carrier "$CARRIER4:5400/udp@$C_ETH0_4:5400" --carrier "[$CARRIER6]:5400/udp@[$C_ETH0_6]:5400")
+TG_LEAK_GEN_ARGS=(--udp-port 5400 --udp-from "$C_ETH1_4:5400" --udp-from "[$C_ETH1_6]:5400")
 # Without the kill switch, what its address' scope binds to a link may leave on it (leaks.sh).
 LINK_SCOPE=(--allow-to fe80::/10 --allow-to ff02::/16 --allow-to 224.0.0.0/24)
 ks_present() { in_c nft list table inet tunnelgate-tga >/dev/null 2>&1; }

@@ -19,7 +19,7 @@
 # it should: a test that blocks everything passes a leak check):
 #   control without a tunnel; a full tunnel without the kill switch (wg-quick file): ServerIP by routing
 #   alone, LocalNet, the host's own default route; a TUN without ipv6Settings; the kill switch (JSON):
-#   during up, steady, the IPv6 carrier, tampering and repair (a carrier-set element; the chain opened,
+#   during up, steady, the IPv6 carrier, tampering and repair (the carrier exemption widened; the chain opened,
 #   once and twelve times in a row), carrier loss and return, the TUN deleted, the owner SIGKILLed,
 #   failed next ups over the residue (ListenPort taken, a runtime library that does not exist, a config
 #   that fails validation, WireGuard's API socket held by a namesake so that its start fails after the
@@ -318,29 +318,45 @@ in_c wg set "$TGW" peer "$I_PUB" endpoint "$CARRIER4:51820"
 check_ping "[IPv6 carrier] back on the IPv4 carrier, the tunnel works" "$NS_C" 10.70.0.2
 
 # --- tampering and repair ------------------------------------------------------------------------------------
-# 1: an element for $INCLUDED4 / $INCLUDED6 added to the kill switch's carrier sets (the same shape as the
-# carrier's own element, the address replaced).
-tamper_element() { # FAMILY(4|6) CARRIER ADDR
-  local set=carriers$1 element
+# 1: the carrier exemption widened from outside to $INCLUDED4 / $INCLUDED6: an element added to the
+# kill switch's carrier set (the same shape as the carrier's own element, the address replaced), or,
+# in a table without such a set, a rule accepting the address inserted at the top of the output chain.
+# tamper_carrier FAMILY(4|6) CARRIER ADDR: does that; says which.
+tamper_carrier() {
+  local set=carriers$1 element family=ip
+  [ "$1" = 6 ] && family=ip6
   element=$(in_c nft list set inet "tunnelgate-$TGW" "$set" 2>/dev/null | tr '\n\t' '  ' |
     sed -n 's/.*elements = { \([^,}]*\).*/\1/p' | sed 's/ expires [^ ]*//; s/ *$//')
-  [[ $element == *"$2"* ]] || { echo "no element with $2 in $set: $(in_c nft list set inet "tunnelgate-$TGW" "$set" 2>&1)"; return 1; }
-  in_c nft add element inet "tunnelgate-$TGW" "$set" "{ ${element//$2/$3} }"
+  if [[ $element == *"$2"* ]]; then
+    echo "an element added to $set"
+    in_c nft add element inet "tunnelgate-$TGW" "$set" "{ ${element//$2/$3} }"
+  else
+    echo "no carrier set with $2 ($set: $(in_c nft list set inet "tunnelgate-$TGW" "$set" 2>&1 | head -n 1)): a rule inserted"
+    in_c nft insert rule inet "tunnelgate-$TGW" output $family daddr "$3" accept comment "\"tunnelgate:$TGW carrier\""
+  fi
 }
-check "[tamper: carrier set] an element for $INCLUDED4 is added to the kill switch's carriers4 from outside" \
-  tamper_element 4 "$CARRIER4" "$INCLUDED4"
-check "[tamper: carrier set] ... and one for $INCLUDED6 to carriers6" tamper_element 6 "$CARRIER6" "$INCLUDED6"
-wait_for "[tamper: carrier set] the kill switch's content is repaired (equal to what up made) within 2 s" 2 \
+# untamper_carrier FAMILY ADDR: takes the widening out again (by hand, when the repair did not).
+untamper_carrier() {
+  local handle family=ip
+  [ "$1" = 6 ] && family=ip6
+  in_c nft delete element inet "tunnelgate-$TGW" "carriers$1" "{ $2 }" 2>/dev/null
+  for handle in $(in_c nft -a list chain inet "tunnelgate-$TGW" output |
+    sed -n "s/.*$family daddr $(tg_re "$2") accept .* # handle \([0-9]*\)\$/\1/p"); do
+    in_c nft delete rule inet "tunnelgate-$TGW" output handle "$handle"
+  done
+}
+tg_run tamper_carrier 4 "$CARRIER4" "$INCLUDED4"
+check_rc "[tamper: carrier exemption] $INCLUDED4 is let through the kill switch from outside ($TG_OUT)" 0
+tg_run tamper_carrier 6 "$CARRIER6" "$INCLUDED6"
+check_rc "[tamper: carrier exemption] ... and $INCLUDED6 ($TG_OUT)" 0
+wait_for "[tamper: carrier exemption] the kill switch's content is repaired (equal to what up made) within 2 s" 2 \
   ks_content_is "$TG_TMP/ks-content.json" || ks_diff "$TG_TMP/ks-content.json"
 tg_leak_reset
 tg_leak_generate
-no_leak "after the carrier-set tamper and its repair"
-tunnel_works "after the carrier-set tamper"
-# Not repaired: the test takes its elements out again, so that the next phases measure only themselves.
-ks_content_is "$TG_TMP/ks-content.json" || {
-  in_c nft delete element inet "tunnelgate-$TGW" carriers4 "{ $INCLUDED4 }"
-  in_c nft delete element inet "tunnelgate-$TGW" carriers6 "{ $INCLUDED6 }"
-} 2>/dev/null
+no_leak "after the carrier-exemption tamper and its repair"
+tunnel_works "after the carrier-exemption tamper"
+# Not repaired: the test takes the widening out again, so that the next phases measure only themselves.
+ks_content_is "$TG_TMP/ks-content.json" || { untamper_carrier 4 "$INCLUDED4"; untamper_carrier 6 "$INCLUDED6"; }
 # 2: the output chain's last rule (the catch-all drop) deleted and its policy set to accept.
 check "[tamper: rule and policy] the output chain's last rule is deleted from outside and its policy set to accept" tamper_open
 wait_for "[tamper: rule and policy] the kill switch's content is repaired (equal to what up made) within 2 s" 2 \
