@@ -553,3 +553,355 @@ tg_re() {
 tg_exited() {
   [ ! -e "/proc/$1" ] || [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" == Z ]
 }
+
+# === Leak counters on the router (the leak suite: netns/tests/leaks.sh, netns/tests/leaks-runtime.sh) ===
+#
+# tg_leak_watch installs in R an nftables table "inet tgleak" whose prerouting chain (priority raw, before
+# conntrack and before anything that could drop) looks at every packet arriving from C's physical links
+# (c0, c1). What is not one of the declared carrier 5-tuples and not IPv6 neighbour or router discovery
+# (ICMPv6 133-136) is a leak: it is counted (named counters leak_carrier, for a destination that is a
+# carrier's address, and leak_other) and its tuple is recorded in a dynamic set (source, destination,
+# protocol, destination port or ICMP type), with the time it was first seen (the set's element timeout
+# of one hour counts down from that moment). The carrier 5-tuples that do pass are counted too
+# (carrier_ok), so a phase can show that the tunnel's own carrier traffic flowed.
+#
+# The traffic: tg_leak_generate (bounded, in the foreground) and tg_leak_generate_start/_stop (the same
+# in the background, for transitions) run netns/tests/leak_traffic.py probe in C: every way out from
+# root and from uid 65534, IPv4 and IPv6, TCP, UDP, DNS, ICMP, through the routing table, forced onto
+# eth0 and eth1, and bound to C's physical addresses, to the carrier, LAN and "internet" addresses.
+
+TG_LEAK_TOOL=$TG_ROOT/netns/tests/leak_traffic.py
+TG_LEAK_GEN_PID=""
+# Arguments every run of the generator gets (a scenario's carrier port: --udp-port 5400 --udp-from …).
+TG_LEAK_GEN_ARGS=()
+# The addresses the generator tries by default: the carriers, the LAN host, the included, excluded and
+# elsewhere "internet" hosts, in both families, and the router itself (its address on C's link; its
+# IPv6 link-local address there is added when the generator runs).
+TG_LEAK_TARGETS=("$CARRIER4" "$CARRIER6" "$LAN4" "$LAN6" "$INCLUDED4" "$INCLUDED6" "$EXCLUDED4" "$EXCLUDED6"
+  "$ELSEWHERE4" "$ELSEWHERE6" "$R_C0_4")
+
+# _tg_leak_carrier SPEC: "IP:PORT/PROTO[@[SADDR:]SPORT]" (IPv6 in brackets, [SADDR]:SPORT too) as
+# "FAMILY IP PROTO PORT SADDR SPORT" (SADDR and SPORT "-" when not given); fails on anything else.
+_tg_leak_carrier() {
+  local spec=$1 rest addr port proto from="" saddr=- sport=- family=4
+  [[ $spec == *@* ]] && { from=${spec##*@}; spec=${spec%@*}; }
+  if [[ $from == *:* ]]; then
+    sport=${from##*:} saddr=${from%:*} saddr=${saddr#[} saddr=${saddr%]}
+  elif [ -n "$from" ]; then
+    sport=$from
+  fi
+  proto=${spec##*/} rest=${spec%/*}
+  port=${rest##*:} addr=${rest%:*}
+  if [[ $addr == \[*\] ]]; then addr=${addr#[}; addr=${addr%]}; family=6; fi
+  [[ $proto == udp || $proto == tcp ]] && [[ $port =~ ^[0-9]+$ ]] && [[ $sport == - || $sport =~ ^[0-9]+$ ]] &&
+    [ -n "$addr" ] && [ -n "$saddr" ] && { [ "$saddr" = - ] || [ "$sport" != - ]; } || return 1
+  echo "$family $addr $proto $port $saddr $sport"
+}
+
+# tg_leak_watch [--carrier IP:PORT/PROTO[@[SADDR:]SPORT]]... [--allow-to ADDR]...: (re)installs the
+# counters in R (replacing an earlier watch in one transaction) and starts them at zero.
+#   --carrier   a carrier 5-tuple that may leave C: to IP:PORT over PROTO, from C's source port SPORT
+#               when it is fixed (WireGuard's ListenPort), from C's address SADDR when the carrier's
+#               socket is bound to one (else from any of C's addresses). IPv6 in brackets.
+#   --allow-to  a destination (an address or a prefix) that may be reached directly in this phase (an
+#               excluded route without the kill switch, the LAN with excludeLocalNetworks); not counted.
+tg_leak_watch() {
+  local elems4s="" elems4="" elems6s="" elems6="" elems4a="" elems6a="" addrs4="" addrs6="" allow4="" allow6=""
+  local parsed fam ip proto port saddr sport
+  : >"$TG_TMP/leak-carriers"
+  while [ $# -gt 0 ]; do
+    case $1 in
+    --carrier)
+      parsed=$(_tg_leak_carrier "${2:-}") || tg_bail "tg_leak_watch: --carrier ${2:-}: not IP:PORT/PROTO[@[SADDR:]SPORT]"
+      read -r fam ip proto port saddr sport <<<"$parsed"
+      echo "$ip" >>"$TG_TMP/leak-carriers"
+      if [ "$fam" = 4 ]; then
+        addrs4+="$ip, "
+        if [ "$saddr" != - ]; then elems4a+="$saddr . $ip . $proto . $sport . $port, "
+        elif [ "$sport" = - ]; then elems4+="$ip . $proto . $port, "
+        else elems4s+="$ip . $proto . $sport . $port, "; fi
+      else
+        addrs6+="$ip, "
+        if [ "$saddr" != - ]; then elems6a+="$saddr . $ip . $proto . $sport . $port, "
+        elif [ "$sport" = - ]; then elems6+="$ip . $proto . $port, "
+        else elems6s+="$ip . $proto . $sport . $port, "; fi
+      fi
+      shift 2 ;;
+    --allow-to)
+      if [[ ${2:-} == *:* ]]; then allow6+="$2, "; else allow4+="${2:-}, "; fi
+      shift 2 ;;
+    *) tg_bail "tg_leak_watch: unknown argument $1" ;;
+    esac
+  done
+  local el=_tg_leak_elements_line
+  ip netns exec "$NS_R" nft -f - <<EOT || tg_bail "nft: the leak watch in R"
+table inet tgleak {}
+delete table inet tgleak
+table inet tgleak {
+  counter leak_carrier {}
+  counter leak_other {}
+  counter carrier_ok {}
+  set ok4a { type ipv4_addr . ipv4_addr . inet_proto . inet_service . inet_service; $($el "$elems4a") }
+  set ok6a { type ipv6_addr . ipv6_addr . inet_proto . inet_service . inet_service; $($el "$elems6a") }
+  set ok4s { type ipv4_addr . inet_proto . inet_service . inet_service; $($el "$elems4s") }
+  set ok4 { type ipv4_addr . inet_proto . inet_service; $($el "$elems4") }
+  set ok6s { type ipv6_addr . inet_proto . inet_service . inet_service; $($el "$elems6s") }
+  set ok6 { type ipv6_addr . inet_proto . inet_service; $($el "$elems6") }
+  set carriers4 { type ipv4_addr; $($el "$addrs4") }
+  set carriers6 { type ipv6_addr; $($el "$addrs6") }
+  set allow4 { type ipv4_addr; flags interval; $($el "$allow4") }
+  set allow6 { type ipv6_addr; flags interval; $($el "$allow6") }
+  set seen4 { type ipv4_addr . ipv4_addr . inet_proto . inet_service; size 65535; flags dynamic,timeout; timeout 1h; }
+  set seen6 { type ipv6_addr . ipv6_addr . inet_proto . inet_service; size 65535; flags dynamic,timeout; timeout 1h; }
+  set seen4i { type ipv4_addr . ipv4_addr . icmp_type; size 65535; flags dynamic,timeout; timeout 1h; }
+  set seen6i { type ipv6_addr . ipv6_addr . icmpv6_type; size 65535; flags dynamic,timeout; timeout 1h; }
+  chain pre {
+    type filter hook prerouting priority raw; policy accept;
+    iifname != { "c0", "c1" } return
+    ip saddr . ip daddr . meta l4proto . th sport . th dport @ok4a counter name carrier_ok return
+    ip6 saddr . ip6 daddr . meta l4proto . th sport . th dport @ok6a counter name carrier_ok return
+    ip daddr . meta l4proto . th sport . th dport @ok4s counter name carrier_ok return
+    ip daddr . meta l4proto . th dport @ok4 counter name carrier_ok return
+    ip6 daddr . meta l4proto . th sport . th dport @ok6s counter name carrier_ok return
+    ip6 daddr . meta l4proto . th dport @ok6 counter name carrier_ok return
+    icmpv6 type { nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert } return
+    ip daddr @allow4 return
+    ip6 daddr @allow6 return
+    ip daddr @carriers4 counter name leak_carrier goto record
+    ip6 daddr @carriers6 counter name leak_carrier goto record
+    counter name leak_other goto record
+  }
+  chain record {
+    meta l4proto icmp add @seen4i { ip saddr . ip daddr . icmp type } return
+    meta l4proto ipv6-icmp add @seen6i { ip6 saddr . ip6 daddr . icmpv6 type } return
+    meta nfproto ipv4 add @seen4 { ip saddr . ip daddr . meta l4proto . th dport } return
+    meta nfproto ipv6 add @seen6 { ip6 saddr . ip6 daddr . meta l4proto . th dport } return
+  }
+}
+EOT
+}
+
+# _tg_leak_elements_line "A, B, ": a set's elements line ("elements = { A, B }"), nothing for no elements.
+_tg_leak_elements_line() {
+  [ -n "$1" ] && echo "elements = { ${1%, } }"
+  return 0
+}
+
+# tg_leak_reset: a new phase: every counter of the watch to zero, every recorded tuple forgotten.
+tg_leak_reset() {
+  ip netns exec "$NS_R" nft -f - <<EOT >/dev/null || tg_bail "nft: resetting the leak watch in R"
+flush set inet tgleak seen4
+flush set inet tgleak seen6
+flush set inet tgleak seen4i
+flush set inet tgleak seen6i
+reset counter inet tgleak leak_carrier
+reset counter inet tgleak leak_other
+reset counter inet tgleak carrier_ok
+EOT
+}
+
+# _tg_leak_counter NAME: the packets a named counter of the watch has counted.
+_tg_leak_counter() {
+  ip netns exec "$NS_R" nft list counter inet tgleak "$1" | awk '$1 == "packets" { print $2 }'
+}
+
+# tg_leak_count [carrier|other]: the leaked packets since tg_leak_reset: to a carrier's address (that
+# were not a carrier 5-tuple), to any other address, or (no argument) both.
+tg_leak_count() {
+  case ${1:-all} in
+  carrier) _tg_leak_counter leak_carrier ;;
+  other) _tg_leak_counter leak_other ;;
+  *) echo $(( $(_tg_leak_counter leak_carrier) + $(_tg_leak_counter leak_other) )) ;;
+  esac
+}
+
+# tg_leak_carrier_packets: the packets of the declared carrier 5-tuples that left C since tg_leak_reset
+# (the tunnel's own carrier traffic: a tunnel that works moves it).
+tg_leak_carrier_packets() {
+  _tg_leak_counter carrier_ok
+}
+
+# _tg_leak_elements: every recorded tuple as "FIRST_SEEN_EPOCH_MS CLASS PROTO SRC DST PORT-OR-TYPE", CLASS
+# being carrier (DST is a carrier's address) or other. The kernel says how long ago each was added (its
+# timeout counts down); that is subtracted from the moment the listing returned, less 10 ms for the
+# kernel's clock ticks: a first-seen time is never earlier than the true one, at most ~30 ms later.
+_tg_leak_elements() {
+  local listing after
+  listing=$(ip netns exec "$NS_R" nft list table inet tgleak 2>/dev/null)
+  after=$(_tg_now_ms)
+  printf '%s\n' "$listing" | awk -v now="$after" '
+    function ms(d,  t, n) {   # nft durations: 59m59s988ms
+      t = 0
+      while (match(d, /^[0-9]+(ms|d|h|m|s)/)) {
+        n = substr(d, 1, RLENGTH); d = substr(d, RLENGTH + 1)
+        if (n ~ /ms$/) t += n + 0; else if (n ~ /d$/) t += n * 86400000; else if (n ~ /h$/) t += n * 3600000
+        else if (n ~ /m$/) t += n * 60000; else t += n * 1000
+      }
+      return t
+    }
+    function element(e, set,  f, i, left, seen) {
+      gsub(/^[ \t]+|[ \t]+$/, "", e)
+      if (e == "") return
+      left = 3600000
+      if (match(e, /expires [0-9a-z]+/)) left = ms(substr(e, RSTART + 8, RLENGTH - 8))
+      split(e, f, " \\. ")
+      for (i in f) { gsub(/^ +/, "", f[i]); sub(/ .*/, "", f[i]) }
+      seen = now - (3600000 - left) + 10
+      if (set ~ /i$/) printf "%.0f %s %s %s %s\n", seen, (set == "seen4i" ? "icmp" : "icmpv6"), f[1], f[2], f[3]
+      else printf "%.0f %s %s %s %s\n", seen, f[3], f[1], f[2], f[4]
+    }
+    $1 == "set" { set = $2; inside = 0 }
+    set ~ /^seen/ && /elements = \{/ { inside = 1; sub(/.*elements = \{/, "") }
+    inside {
+      last = sub(/\}.*/, "")
+      n = split($0, parts, ",")
+      for (i = 1; i <= n; i++) element(parts[i], set)
+      if (last) inside = 0
+    }' |
+    while read -r seen proto src dst port; do
+      if grep -qxF "$dst" "$TG_TMP/leak-carriers" 2>/dev/null; then
+        echo "$seen carrier $proto $src $dst $port"
+      else
+        echo "$seen other $proto $src $dst $port"
+      fi
+    done
+  return 0
+}
+
+# tg_leak_tuples [carrier|other] [--before EPOCH_MS]: the tuples that leaked since tg_leak_reset, one per
+# line ("tcp 10.231.0.2 -> 198.18.0.10 port 8080, first seen 1234 ms ago"), oldest first; with --before
+# only those first seen before EPOCH_MS (a moment taken with _tg_now_ms).
+tg_leak_tuples() {
+  local class=all before="" now
+  while [ $# -gt 0 ]; do
+    case $1 in
+    --before) before=$2; shift 2 ;;
+    *) class=$1; shift ;;
+    esac
+  done
+  now=$(_tg_now_ms)
+  _tg_leak_elements | sort -n | awk -v class="$class" -v before="$before" -v now="$now" '
+    (class == "all" || $2 == class) && (before == "" || $1 < before) {
+      printf "%s %s -> %s %s, first seen %.0f ms ago\n", $3, $4, $5, ($3 ~ /^icmp/ ? $6 : "port " $6), (now > $1 ? now - $1 : 0)
+    }'
+}
+
+# _tg_leak_settle: waits (at most 3 s) until C resolves no neighbour any more: a packet that waits for
+# its next hop's link-layer address (a new on-link destination) is queued until then, and R must have
+# seen everything the generator sent before the counters are read.
+_tg_leak_settle() {
+  _tg_poll 3 bash -c "! ip -n '$NS_C' neigh show | grep -q INCOMPLETE"
+}
+
+# check_no_leak PHASE [carrier|other] [--before EPOCH_MS]: nothing leaked since tg_leak_reset (to the
+# carriers' addresses, to other addresses, or anywhere); on failure the offending tuples are listed. With
+# --before the packet counters cannot say when a packet came, so the check counts the tuples first seen
+# before EPOCH_MS instead.
+check_no_leak() {
+  local phase=$1 class=all before="" n tuples what
+  shift
+  while [ $# -gt 0 ]; do
+    case $1 in
+    --before) before=$2; shift 2 ;;
+    *) class=$1; shift ;;
+    esac
+  done
+  _tg_leak_settle
+  case $class in
+  carrier) what="nothing but the carrier 5-tuples left C for a carrier's address" ;;
+  other) what="nothing left C for any address that is not a carrier's" ;;
+  *) what="nothing left C's physical interfaces but the carrier 5-tuples" ;;
+  esac
+  if [ -n "$before" ]; then
+    tuples=$(tg_leak_tuples "$class" --before "$before")
+    n=$(printf '%s' "$tuples" | grep -c .)
+    what+=" (tuples first seen while it applied: $n)"
+  else
+    n=$(tg_leak_count "$class")
+    tuples=$(tg_leak_tuples "$class")
+    what+=" ($n leaked packets)"
+  fi
+  if [ "${n:-1}" -eq 0 ]; then
+    tg_pass "[$phase] $what"
+  else
+    tg_fail "[$phase] $what" "leaked (as R saw them; $(printf '%s\n' "$tuples" | grep -c .) tuples):" \
+      "$(printf '%s\n' "$tuples" | head -n 40)"
+  fi
+}
+
+# tg_leak_generate [probe options...]: runs the generator in C in the foreground (bounded: by default one
+# round from root and from uid 65534, forced onto eth0 and eth1 and bound to C's eth0 addresses, to
+# $TG_LEAK_TARGETS); its JSON summary goes to $TG_TMP/leak-gen.json. Options are leak_traffic.py
+# probe's; given targets replace the default ones.
+tg_leak_generate() {
+  _tg_leak_prepare_client
+  # shellcheck disable=SC2046 # the default arguments are words
+  ip netns exec "$NS_C" python3 "$TG_LEAK_TOOL" probe "${TG_LEAK_GEN_ARGS[@]}" "$@" $(_tg_leak_default_args "$@") \
+    >"$TG_TMP/leak-gen.json" 2>"$TG_TMP/leak-gen.err"
+}
+
+# tg_leak_generate_start [probe options...]: the same in the background, round after round (0.1 s apart,
+# at most 400 rounds or 90 s) until tg_leak_generate_stop. Returns once the first round is done, so that
+# the generator is sending when the caller acts.
+tg_leak_generate_start() {
+  _tg_leak_prepare_client
+  rm -f "$TG_TMP/leak-gen.stop" "$TG_TMP/leak-gen.progress"
+  # shellcheck disable=SC2046 # the default arguments are words
+  ip netns exec "$NS_C" python3 "$TG_LEAK_TOOL" probe --rounds 400 --pause 0.1 --max-seconds 90 \
+    --stop-file "$TG_TMP/leak-gen.stop" --progress "$TG_TMP/leak-gen.progress" "${TG_LEAK_GEN_ARGS[@]}" "$@" \
+    $(_tg_leak_default_args "$@") \
+    >"$TG_TMP/leak-gen.json" 2>"$TG_TMP/leak-gen.err" &
+  TG_LEAK_GEN_PID=$!
+  _tg_poll 10 bash -c "[ -s '$TG_TMP/leak-gen.progress' ] || ! kill -0 $TG_LEAK_GEN_PID"
+}
+
+# tg_leak_generated_rounds: how many rounds the background generator has finished.
+tg_leak_generated_rounds() {
+  cat "$TG_TMP/leak-gen.progress" 2>/dev/null || echo 0
+}
+
+# tg_leak_generate_stop DESC: stops the background generator after its current round (waiting for at
+# least one more round, so the generator ran after whatever the caller just waited for) and checks that
+# it ran: DESC passes when it made its attempts (rounds and outcomes in the detail on failure).
+tg_leak_generate_stop() {
+  local desc=$1 at rounds
+  at=$(tg_leak_generated_rounds)
+  _tg_poll 10 bash -c "[ \"\$(cat '$TG_TMP/leak-gen.progress' 2>/dev/null || echo 0)\" -gt $at ] || ! kill -0 $TG_LEAK_GEN_PID"
+  touch "$TG_TMP/leak-gen.stop"
+  wait "$TG_LEAK_GEN_PID" 2>/dev/null
+  TG_LEAK_GEN_PID=""
+  rounds=$(jq -r '.rounds // 0' "$TG_TMP/leak-gen.json" 2>/dev/null)
+  check "$desc (the generator ran ${rounds:-0} rounds)" test "${rounds:-0}" -gt "$at" ||
+    _tg_detail "$(cat "$TG_TMP/leak-gen.json" "$TG_TMP/leak-gen.err" 2>/dev/null)"
+}
+
+# _tg_leak_default_args ARGS...: what tg_leak_generate adds to ARGS: both uids unless --uid is given,
+# the devices and source addresses unless --device/--source/--routed-only are given, the default targets
+# unless ARGS end with targets (an argument that is an address and not an option's value).
+_tg_leak_default_args() {
+  local arg prev="" has_uid=0 has_path=0 has_target=0
+  for arg in "$@"; do
+    case $arg in
+    --uid) has_uid=1 ;;
+    --device | --source | --routed-only) has_path=1 ;;
+    --*) ;;
+    *) case $prev in --routed-only | "" | [!-]*) has_target=1 ;; esac ;;
+    esac
+    prev=$arg
+  done
+  [ "$has_uid" = 1 ] || echo "--uid 0 --uid 65534"
+  [ "$has_path" = 1 ] || echo "--device eth0 --device eth1 --source $C_ETH0_4 --source $C_ETH0_6"
+  [ "$has_target" = 1 ] || echo "${TG_LEAK_TARGETS[*]} $(_tg_leak_router_link_local)"
+}
+
+# _tg_leak_router_link_local: R's IPv6 link-local address on c0, scoped to C's eth0 (fe80::…%eth0).
+_tg_leak_router_link_local() {
+  ip -n "$NS_R" -6 -o addr show dev c0 scope link | awk '{ sub(/\/.*/, "", $4); print $4 "%eth0"; exit }'
+}
+
+# _tg_leak_prepare_client: lets every uid of C use ping sockets (ICMP echo without privileges, as
+# ping(8) does), so that uid 65534's ICMP is tried too.
+_tg_leak_prepare_client() {
+  ip netns exec "$NS_C" sysctl -q -w net.ipv4.ping_group_range="0 2147483647" >/dev/null ||
+    tg_bail "sysctl net.ipv4.ping_group_range in $NS_C"
+}

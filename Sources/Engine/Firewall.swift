@@ -99,11 +99,13 @@ public enum Firewall {
             }
         }
         for p in sources { forward.append(rule([.source(p)], .drop, "forwarded elsewhere")) }
-        if killSwitch {
-            forward.append(rule([.outputInterface(name)], .accept, "into the tunnel"))
-            forward.append(rule([], .drop, "blocked"))
-        } else if !sources.isEmpty {
+        if !sources.isEmpty {
+            // Only the configured sources are forwarded into the tunnel, kill switch or not.
             forward.append(rule([.outputInterface(name)], .drop, "not a configured source"))
+        }
+        if killSwitch {
+            if sources.isEmpty { forward.append(rule([.outputInterface(name)], .accept, "into the tunnel")) }
+            forward.append(rule([], .drop, "blocked"))
         }
         var postrouting: [NftRule] = []
         if s.forwarding?.masquerade == true {

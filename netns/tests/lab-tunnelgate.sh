@@ -33,7 +33,8 @@ export LAB_SERVER_UP="wireguard-go $SRV && wg set $SRV private-key $TMP/s.key li
   allowed-ips 10.70.0.2/32,fd70::2/128 && ip addr add 10.70.0.1/24 dev $SRV && ip addr add fd70::1/64 dev $SRV && ip link set $SRV up"
 export LAB_CLIENT_UP="$TG up $TMP/$TGN.json --detach"
 export LAB_CLIENT_DOWN="$TG down $TGN"
-export LAB_CLIENT_RESTART="kill -KILL \$($TG status $TGN --json | jq .pid) && $TG up $TMP/$TGN.json --detach"
+# The new up waits until the killed owner is gone (its lock is released only then).
+export LAB_CLIENT_RESTART="pid=\$($TG status $TGN --json | jq .pid) && kill -KILL \$pid && tail --pid=\$pid -f /dev/null && $TG up $TMP/$TGN.json --detach"
 export LAB_CLIENT_PROCESS=tunnelgate LAB_CARRIERS=198.18.10.10:51820/udp LAB_TUNNEL_CHECK=10.70.0.1
 tg_run "$LAB" run "$TG_ROOT/Examples/lab/scenarios/leaks.sh" --topology "$TG_ROOT/Examples/lab/vpn-client.json" \
   --run-id "$RUN" --junit "$TMP/tg.xml"
