@@ -2,7 +2,7 @@ import TunnelgateSettings
 
 /// What a runtime is told of the tunnel it runs in, before it starts: all it may know of the engine's
 /// plan, and nothing of the engine itself.
-public struct RuntimeContext: Sendable, Equatable {
+public struct RuntimeContext: Sendable, Equatable, Codable {
     /// The TUN's interface name.
     public var interfaceName: String
     /// The tunnel's MTU.

@@ -1,6 +1,6 @@
 /// What a runtime says of itself (its status JSON).
 public struct RuntimeState: Sendable, Equatable {
-    public enum Phase: String, Sendable { case starting, ready, reconnecting, failed, stopped }
+    public enum Phase: String, Sendable, Codable { case starting, ready, reconnecting, failed, stopped }
     public var phase: Phase
     public var interface: String?
     public var error: String?

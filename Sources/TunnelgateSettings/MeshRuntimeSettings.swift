@@ -1,6 +1,6 @@
 /// `{"kind": "mesh", …}`: a MeshGuard mesh (libmeshguard-ffi.so, loaded with
 /// dlopen) whose userspace WireGuard data tunnels carry the TUN's packets.
-public struct MeshRuntimeSettings: Sendable, Equatable {
+public struct MeshRuntimeSettings: Sendable, Equatable, Codable {
     /// MeshGuard's tunnel payload limit (a 1,400-byte frame minus its 4-byte
     /// header): the TUN's MTU may not exceed it.
     public static let maximumMTU = 1396
@@ -8,7 +8,7 @@ public struct MeshRuntimeSettings: Sendable, Equatable {
     /// A seed peer to join through: an IPv4 address (meshguard_join) or a
     /// host name (meshguard_join_host, or resolved to IPv4 when the library
     /// has no join_host).
-    public struct Seed: Sendable, Equatable, CustomStringConvertible {
+    public struct Seed: Sendable, Equatable, CustomStringConvertible, Codable {
         public var host: String
         public var port: UInt16
         public var ipv4: IPv4Address? { IPv4Address(host) }
@@ -17,20 +17,20 @@ public struct MeshRuntimeSettings: Sendable, Equatable {
     }
 
     /// A registered contact: its Ed25519 identity and WireGuard public key.
-    public struct Contact: Sendable, Equatable {
+    public struct Contact: Sendable, Equatable, Codable {
         public var identity: [UInt8]
         public var wireguardKey: [UInt8]
         public init(identity: [UInt8], wireguardKey: [UInt8]) { self.identity = identity; self.wireguardKey = wireguardKey }
     }
 
     /// One peer and the prefixes routed to it (also the sources it may send from).
-    public struct PeerRoute: Sendable, Equatable {
+    public struct PeerRoute: Sendable, Equatable, Codable {
         public var identity: [UInt8]
         public var prefixes: [IPPrefix]
         public init(identity: [UInt8], prefixes: [IPPrefix]) { self.identity = identity; self.prefixes = prefixes }
     }
 
-    public enum Peers: Sendable, Equatable {
+    public enum Peers: Sendable, Equatable, Codable {
         /// Every alive peer's mesh IPv4 (from its peer info) is a /32 to it.
         case auto
         /// Identity → allowed prefixes, in configuration order.

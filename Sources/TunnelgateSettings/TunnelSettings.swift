@@ -235,7 +235,7 @@ public enum RuntimeSettings: Sendable, Equatable {
 }
 
 /// Where a callback runtime's packets flow.
-public enum PacketPath: String, Sendable, Equatable {
+public enum PacketPath: String, Sendable, Equatable, Codable {
     /// Tunnelgate reads the TUN and calls packet_in; the writer callback writes to the TUN.
     case callback
     /// The runtime gets the TUN descriptor (`--tun-fd N`) and reads and writes it itself.
@@ -243,9 +243,9 @@ public enum PacketPath: String, Sendable, Equatable {
 }
 
 /// `{"kind": "callback", …}`: a runtime library and how to bind and start it.
-public struct CallbackRuntimeSettings: Sendable, Equatable {
+public struct CallbackRuntimeSettings: Sendable, Equatable, Codable {
     /// Symbol names, defaulting to tunnelgate_runtime_start … _app_message.
-    public struct Symbols: Sendable, Equatable {
+    public struct Symbols: Sendable, Equatable, Codable {
         public var start = "tunnelgate_runtime_start"
         public var packetIn = "tunnelgate_runtime_packet_in"
         /// Optional: used when the library has it, else packets go in one by one through packetIn.
@@ -259,7 +259,7 @@ public struct CallbackRuntimeSettings: Sendable, Equatable {
     }
 
     /// The runtime's values for the ABI's result codes, when they differ.
-    public struct ResultCodes: Sendable, Equatable {
+    public struct ResultCodes: Sendable, Equatable, Codable {
         public var ok: Int32 = 0
         public var queueFull: Int32 = 1
         public var invalidState: Int32 = 2
@@ -269,7 +269,7 @@ public struct CallbackRuntimeSettings: Sendable, Equatable {
         public init() {}
     }
 
-    public enum Secret: Sendable, Equatable {
+    public enum Secret: Sendable, Equatable, Codable {
         case none
         /// A file readable by its owner only.
         case file(String)

@@ -1,0 +1,183 @@
+import FoundationEssentials
+import LinuxSystem
+import RuntimeABI
+import TunnelgateSettings
+
+/// What the engine tells a packet plane (engine → plane). One message per channel datagram.
+public enum EngineMessage: Codable, Sendable, Equatable {
+    /// Start: what runs, in what tunnel, with which handed-over descriptors and secrets.
+    case start(PlaneStart)
+    /// An app message for the runtime (`tunnelgate message`, sendProviderMessage): answered by `reply`.
+    case message(id: UInt64, data: [UInt8])
+    /// Stop the runtime and exit.
+    case stop
+    /// The answer to a provider's `apply` (setTunnelNetworkSettings): nil error is success; the first
+    /// success carries the TUN descriptor.
+    case applied(id: UInt64, error: String?)
+    /// A provider: stopTunnel(with: reason), then exit.
+    case stopTunnel(reason: Int)
+}
+
+/// What a packet plane tells the engine (plane → engine).
+public enum PlaneMessage: Codable, Sendable, Equatable {
+    /// The runtime's state and the plane's counters: on every change, and once a second.
+    case state(PlaneReport)
+    /// The answer to `message`.
+    case reply(id: UInt64, data: [UInt8]?, error: String?)
+    /// The runtime failed; the plane exits after this.
+    case failed(reason: String)
+    /// A provider asks for network settings (nil removes them), as setTunnelNetworkSettings.
+    case apply(id: UInt64, settings: JSONText?)
+    /// A provider's `reasserting` changed.
+    case reasserting(Bool)
+    /// A provider's startTunnel completed (error: nil on success).
+    case started(error: ProviderError?)
+    /// A provider called cancelTunnelWithError.
+    case cancel(error: ProviderError?)
+}
+
+/// A provider's NSError as the host keeps it: domain, code, description.
+public struct ProviderError: Codable, Sendable, Equatable {
+    public var message: String
+    public var domain: String?
+    public var code: Int?
+    public init(message: String, domain: String? = nil, code: Int? = nil) {
+        self.message = message
+        self.domain = domain
+        self.code = code
+    }
+}
+
+/// JSON carried as text inside a message (settings a provider hands over).
+public struct JSONText: Codable, Sendable, Equatable {
+    public var text: String
+    public init(_ text: String) { self.text = text }
+}
+
+/// The plane's periodic report.
+public struct PlaneReport: Codable, Sendable, Equatable {
+    public var phase: RuntimeState.Phase
+    public var interface: String?
+    public var error: String?
+    /// The runtime's own status JSON (secrets scrubbed).
+    public var json: String
+    public var counters: PacketCounters
+
+    public init(state: RuntimeState, counters: PacketCounters) {
+        phase = state.phase
+        interface = state.interface
+        error = state.error
+        json = state.json
+        self.counters = counters
+    }
+
+    public var runtimeState: RuntimeState { RuntimeState(phase: phase, interface: interface, error: error, json: json) }
+}
+
+/// What a plane starts with.
+public struct PlaneStart: Codable, Sendable, Equatable {
+    public enum Runtime: Codable, Sendable, Equatable {
+        /// No runtime: packets read from the TUN are counted and dropped.
+        case none
+        /// A library behind the callback ABI: its settings (the library itself comes as a descriptor,
+        /// the secret in the message's tail).
+        case callback(CallbackRuntimeSettings)
+        /// MeshGuard (the library as a descriptor, the identity seed in the tail).
+        case mesh(MeshRuntimeSettings)
+        /// The built-in WireGuard: everything but its keys (in the tail) and sockets (descriptors).
+        case wireguard(WireGuardPlan)
+        /// A NetworkExtension provider: the plane is the provider's own executable.
+        case provider(configuration: JSONText)
+    }
+
+    /// What each descriptor sent with the message is, in order.
+    public enum Descriptor: String, Codable, Sendable, Equatable {
+        case tun, library, udp4, udp6, uapi
+    }
+
+    /// What each part of the message's tail is, in order, and how long.
+    public struct Secret: Codable, Sendable, Equatable {
+        public enum Role: String, Codable, Sendable, Equatable {
+            /// The callback runtime's secret (secretFile's bytes).
+            case runtimeSecret
+            /// The MeshGuard identity seed.
+            case meshSeed
+            /// The WireGuard interface's private key.
+            case privateKey
+            /// Peer N's preshared key.
+            case presharedKey
+        }
+        public var role: Role
+        public var count: Int
+        /// Which peer, for a preshared key.
+        public var peer: Int?
+        public init(role: Role, count: Int, peer: Int? = nil) {
+            self.role = role
+            self.count = count
+            self.peer = peer
+        }
+    }
+
+    public var runtime: Runtime
+    public var context: RuntimeContext
+    public var tunOffloads: Bool
+    public var descriptors: [Descriptor]
+    public var secrets: [Secret]
+    /// The engine's pid (a provider's host may want it for its log lines; the plane never signals it).
+    public var enginePID: Int32
+
+    public init(runtime: Runtime, context: RuntimeContext, tunOffloads: Bool, descriptors: [Descriptor],
+                secrets: [Secret], enginePID: Int32) {
+        self.runtime = runtime
+        self.context = context
+        self.tunOffloads = tunOffloads
+        self.descriptors = descriptors
+        self.secrets = secrets
+        self.enginePID = enginePID
+    }
+}
+
+/// The built-in WireGuard as the plane builds it: the sockets are the engine's (bound, marked), the
+/// keys come in the tail, host names are already pinned to addresses.
+public struct WireGuardPlan: Codable, Sendable, Equatable {
+    public struct Peer: Codable, Sendable, Equatable {
+        public var publicKey: [UInt8]
+        public var hasPresharedKey: Bool
+        /// The pinned endpoint (an address, never a name).
+        public var endpoint: EndpointAddress?
+        public var allowedIPs: [String]
+        public var persistentKeepalive: UInt16
+        public init(publicKey: [UInt8], hasPresharedKey: Bool, endpoint: EndpointAddress?, allowedIPs: [String], persistentKeepalive: UInt16) {
+            self.publicKey = publicKey
+            self.hasPresharedKey = hasPresharedKey
+            self.endpoint = endpoint
+            self.allowedIPs = allowedIPs
+            self.persistentKeepalive = persistentKeepalive
+        }
+    }
+    public struct EndpointAddress: Codable, Sendable, Equatable {
+        public var address: String
+        public var port: UInt16
+        public init(address: String, port: UInt16) {
+            self.address = address
+            self.port = port
+        }
+    }
+    /// The port the engine's sockets are bound to.
+    public var listenPort: UInt16
+    /// The carrier identity's mark (the sockets carry it already).
+    public var fwmark: UInt32
+    public var peers: [Peer]
+    /// TUNNELGATE_WIREGUARD_OFFLOADS and the test-only time scale, read by the engine (the plane has no
+    /// environment).
+    public var offloads: Bool
+    public var timeScale: Double
+
+    public init(listenPort: UInt16, fwmark: UInt32, peers: [Peer], offloads: Bool, timeScale: Double) {
+        self.listenPort = listenPort
+        self.fwmark = fwmark
+        self.peers = peers
+        self.offloads = offloads
+        self.timeScale = timeScale
+    }
+}
