@@ -315,6 +315,6 @@ int CTunnelgateShims_memfd_seals(int fd) { return fcntl(fd, F_GET_SEALS); }
 
 int CTunnelgateShims_o_path(void) { return O_PATH; }
 
-int CTunnelgateShims_openat(int dirfd, const char *name, int flags) { return openat(dirfd, name, flags, 0); }
+int CTunnelgateShims_openat(int dirfd, const char *name, int flags, mode_t mode) { return openat(dirfd, name, flags, mode); }
 
 long CTunnelgateShims_readlink_fd(int fd, char *buffer, size_t size) { return (long)readlinkat(fd, "", buffer, size); }

@@ -65,6 +65,21 @@ public struct TrustedFile: Sendable {
 
     public func close() { descriptor.close() }
 
+    /// For a file that holds a key or secret, on top of the walk's checks: why it may not be used
+    /// (readable by its group or others; not the effective user's), or nil. `holding` says what is in
+    /// it ("a private key"). Names the path as the caller gave it.
+    public func ownerOnlyProblem(holding: String? = nil) -> String? {
+        let subject = holding.map { "\(path) holds \($0) and" } ?? path
+        if status.permissions & 0o077 != 0 {
+            return "\(subject) can be read by others (mode \(String(status.permissions & 0o777, radix: 8))); "
+                + "make it owner-only: chmod 600 \(path)"
+        }
+        if status.owner != geteuid() {
+            return "\(subject) belongs to uid \(status.owner), not to uid \(geteuid()) that runs tunnelgate"
+        }
+        return nil
+    }
+
     /// The most symbolic links one walk follows (the kernel's own limit, ELOOP).
     static let maximumLinks = 40
 
@@ -114,6 +129,21 @@ public struct TrustedFile: Sendable {
         }
         // The path named the root directory itself (or only . and ..).
         return try walk.finishAtCurrentDirectory(expecting: expecting)
+    }
+
+    /// In a directory opened as a TrustedFile: creates `name` there (O_CREAT | O_EXCL | O_NOFOLLOW,
+    /// never an existing file or a link) with `mode`, open for writing. The caller closes it.
+    public func createFile(named name: String, mode: mode_t) throws(SystemCallError) -> FileDescriptor {
+        precondition(status.kind == .directory, "createFile(named:) is for a directory")
+        let fd = try syscall("openat(\(resolvedPath)/\(name), O_CREAT | O_EXCL)") {
+            CTunnelgateShims_openat(descriptor.rawValue, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+        }
+        return FileDescriptor(rawValue: fd)
+    }
+
+    /// In a directory opened as a TrustedFile: unlinkat(2) of `name`.
+    public func removeFile(named name: String) {
+        _ = unlinkat(descriptor.rawValue, name, 0)
     }
 
     // MARK: Reading
@@ -192,7 +222,7 @@ public struct TrustedFile: Sendable {
         }
 
         mutating func start() throws(Failure) {
-            let fd = CTunnelgateShims_openat(AT_FDCWD, "/", CTunnelgateShims_o_path() | O_DIRECTORY | O_CLOEXEC)
+            let fd = CTunnelgateShims_openat(AT_FDCWD, "/", CTunnelgateShims_o_path() | O_DIRECTORY | O_CLOEXEC, 0)
             guard fd >= 0 else { throw .system(SystemCallError("open(/)", .current)) }
             let st = try fstatus(fd, "/")
             if let problem = directoryProblem(st) {
@@ -225,7 +255,7 @@ public struct TrustedFile: Sendable {
         func look(at name: String) throws(Failure) -> Entry {
             let parent = current
             let path = parent.path + "/" + name
-            let fd = CTunnelgateShims_openat(parent.fd, name, CTunnelgateShims_o_path() | O_NOFOLLOW | O_CLOEXEC)
+            let fd = CTunnelgateShims_openat(parent.fd, name, CTunnelgateShims_o_path() | O_NOFOLLOW | O_CLOEXEC, 0)
             guard fd >= 0 else {
                 let e = Errno.current
                 if e == .noSuchEntry { throw .notFound(path) }
@@ -259,7 +289,7 @@ public struct TrustedFile: Sendable {
         func finish(_ child: Entry, name: String, expecting: Expecting) throws(Failure) -> TrustedFile {
             try checkFinal(child, expecting: expecting)
             let flags = expecting == .directory ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NONBLOCK | O_NOCTTY
-            let fd = CTunnelgateShims_openat(current.fd, name, flags | O_NOFOLLOW | O_CLOEXEC)
+            let fd = CTunnelgateShims_openat(current.fd, name, flags | O_NOFOLLOW | O_CLOEXEC, 0)
             guard fd >= 0 else { throw .system(SystemCallError("openat(\(child.path), O_RDONLY | O_NOFOLLOW)", .current)) }
             return try opened(fd, as: child)
         }
@@ -268,7 +298,7 @@ public struct TrustedFile: Sendable {
             let here = current
             let entry = Entry(fd: here.fd, path: here.path.isEmpty ? "/" : here.path, status: here.status, problem: nil)
             try checkFinal(entry, expecting: expecting)
-            let fd = CTunnelgateShims_openat(here.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            let fd = CTunnelgateShims_openat(here.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0)
             guard fd >= 0 else { throw .system(SystemCallError("openat(\(entry.path), O_RDONLY)", .current)) }
             return try opened(fd, as: entry)
         }

@@ -127,8 +127,8 @@ int CTunnelgateShims_all_seals(void);
 /// O_NOFOLLOW).
 int CTunnelgateShims_o_path(void);
 
-/// openat(2) with a mode argument fixed (openat is variadic in C).
-int CTunnelgateShims_openat(int dirfd, const char *name, int flags);
+/// openat(2) (variadic in C): `mode` is used only with O_CREAT.
+int CTunnelgateShims_openat(int dirfd, const char *name, int flags, mode_t mode);
 
 /// readlinkat(fd, "", buffer, size) of an O_PATH | O_NOFOLLOW descriptor of a symbolic link: its
 /// target as stored. The length, or -1 with errno set.
