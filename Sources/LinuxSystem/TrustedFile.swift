@@ -112,8 +112,13 @@ public struct TrustedFile: Sendable {
                     Glibc.close(child.fd)
                     throw .refused("\(child.path): more than \(maximumLinks) symbolic links on the way to \(path); refusing it")
                 }
-                let target = try readLink(child.fd, child.path)
+                let target: String
+                do { target = try readLink(child.fd, child.path) } catch {
+                    Glibc.close(child.fd)
+                    throw error
+                }
                 Glibc.close(child.fd)
+                walk.followedLink = true
                 if target.hasPrefix("/") { try walk.restartAtRoot() }
                 pending = components(target) + pending
             case .directory where !isLast:
@@ -210,6 +215,8 @@ public struct TrustedFile: Sendable {
         let given: String
         let uid: uid_t
         var stack: [Entry] = []
+        /// A symbolic link was followed: the file's own path is not the one given.
+        var followedLink = false
 
         init(given: String, uid: uid_t) {
             self.given = given
@@ -323,7 +330,7 @@ public struct TrustedFile: Sendable {
 
         private func checkFinal(_ entry: Entry, expecting: Expecting) throws(Failure) {
             let st = entry.status
-            let name = entry.path == given || entry.path == "/" ? entry.path : "\(entry.path) (reached from \(given))"
+            let name = !followedLink ? given : "\(entry.path) (reached from \(given))"
             switch (expecting, st.kind) {
             case (.regularFile, .regular), (.directory, .directory): break
             case (.regularFile, _):
