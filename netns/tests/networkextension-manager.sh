@@ -129,6 +129,15 @@ check_eq "[again] ... and the last run's error no longer applies" none "$TG_OUT"
 tg_run in_c "$MANAGER" stop
 check_rc "[again] and stops" 0
 
+# --- a provider executable others could change is not run (StrictModes) -------------------------------------
+cp "$PROVIDER" "$TG_TMP/provider-group"
+chmod 775 "$TG_TMP/provider-group"
+tg_run in_c "$MANAGER" start --provider "$TG_TMP/provider-group" --server "$CARRIER4" -- --provider counting --name tg0
+check_rc "[trust] startVPNTunnel of a group-writable provider executable fails" 1
+check_match "[trust] ... with NEVPNError.configurationInvalid naming it, its mode and owner" \
+  "providerBundleIdentifier: $(printf '%s' "$TG_TMP/provider-group" | sed 's/[.]/\\./g'): writable by its group \\(mode 0775, owner root\\); refusing it" "$TG_ERR"
+check_eq "[trust] ... and runs nothing" "" "$(pgrep -f "$TG_TMP/provider-group")"
+
 check_fails "tg0 is gone" ip -n "$NS_C" link show dev tg0
 check_eq "C's resolv.conf is back" "$resolv_before" "$(cat "$resolv" 2>&1)"
 check_eq "no journal, state, lock or socket of tg0 is left in $state_dir" "" \

@@ -4,8 +4,8 @@
 # nothing; usage errors exit 64 and help exits 0, as the CLI conventions say. Files are trusted like sshd's
 # StrictModes: a world- or group-writable config, a symlinked config in a world-writable directory,
 # another user's config in a sticky directory, a group-writable runtime library and a secret file in a
-# world-writable directory are each refused in one line naming the file, its mode and owner, with C's
-# kernel state untouched.
+# world-writable directory are each refused in one line naming the file, its mode and owner, and so is a
+# state directory that others can read or that is a symbolic link, with C's kernel state untouched.
 set -uo pipefail
 # shellcheck source=netns/lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -159,6 +159,28 @@ jq --arg lib "$LIB" --arg s "$TG_TMP/open/secret" \
 refused "a secret file in a world-writable directory" \
   "runtime\.secretFile: $(re "$TG_TMP/open"): a directory writable by others, on the way to $(re "$TG_TMP/open/secret") \(mode 0777, owner root\); refusing it" \
   "$TG_TMP/opensecret.json" up-only
+
+# The state directory of C's namespace (/run/tunnelgate/net-INODE): root's, 0700, a directory itself.
+state=$(tg_state_dir "$NS_C")
+mkdir -p -m 0700 "$state"
+chmod 0755 "$state"
+tg_run tgc up "$base" --detach
+check_rc "[trust] a state directory others can read: up exits 1" 1
+check_match "[trust] ... saying why in one line" \
+  "^Error: $(re "$state"): open to others \(mode 0755, owner root\); the state directory must be 0700; refusing it\$" "$TG_ERR"
+tg_run tgc status
+check_rc "[trust] ... and status refuses it too" 1
+chmod 0700 "$state"
+mv "$state" "$TG_TMP/state-elsewhere"
+ln -s "$TG_TMP/state-elsewhere" "$state"
+tg_run tgc up "$base" --detach
+check_rc "[trust] a state directory that is a symbolic link: up exits 1" 1
+check_match "[trust] ... saying why in one line" "^Error: $(re "$state"): reached through a symbolic link" "$TG_ERR"
+rm -f "$state"
+mv "$TG_TMP/state-elsewhere" "$state"
+check_eq "[trust] no tunnelgate process was left" "" "$(tg_tunnel_pids "$NS_C")"
+tg_snapshot "$NS_C" "$TG_TMP/after-trust"
+check_same_snapshot "[trust] C's kernel state is untouched" "$TG_TMP/before" "$TG_TMP/after-trust"
 
 tg_run tgc
 check_rc "tunnelgate without a subcommand exits 64" 64
