@@ -29,8 +29,13 @@ struct Failure: Error, CustomStringConvertible {
 /// file's keys are decoded from those bytes into secure memory and the bytes
 /// are wiped. Files holding keys must be owner-only.
 func loadSettings(_ path: String) throws -> TunnelSettings {
-    guard let file = try FileContents.read(path, limit: 1 << 20) else {
-        throw Failure("\(path) is larger than 1 MiB; a configuration is a few lines")
+    let file: FileContents
+    do { file = try FileContents.read(path, limit: 1 << 20) } catch {
+        switch error {
+        case .missing: throw Failure("cannot read \(path): no such file")
+        case .refused(let line): throw Failure(line)
+        case .tooLong: throw Failure("\(path) is larger than 1 MiB; a configuration is a few lines")
+        }
     }
     guard path.hasSuffix(".conf") || file.bytes.withUnsafeBytes({ WgQuickConfig.looksLikeWgQuick($0) }) else {
         do {

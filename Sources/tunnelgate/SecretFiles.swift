@@ -8,26 +8,31 @@ import TunnelgateSettings
 /// private key, a key file nothing else. The bytes are wiped when the last reference goes.
 struct FileContents {
     var bytes: SecureBytes
-    /// The checked file: its owner and mode, and `path` as the caller gave it.
+    /// The checked file: its owner and mode, and `path` as the caller gave it (closed once read).
     var file: TrustedFile
 
-    /// The whole file; nil when it is longer than `limit`. Throws one line saying what is wrong.
-    static func read(_ path: String, limit: Int) throws(Failure) -> FileContents? {
+    enum Problem: Error {
+        case missing
+        /// One line saying what is wrong.
+        case refused(String)
+        /// Longer than the limit.
+        case tooLong
+    }
+
+    static func read(_ path: String, limit: Int) throws(Problem) -> FileContents {
         let file: TrustedFile
         do { file = try TrustedFile.open(path) } catch {
             switch error {
-            case .notFound: throw Failure("cannot read \(path): no such file")
-            case .refused(let line): throw Failure(line)
-            case .system(let e): throw Failure("cannot read \(path): \(e)")
+            case .notFound: throw .missing
+            case .refused(let line): throw .refused(line)
+            case .system(let e): throw .refused("cannot read \(path): \(e)")
             }
         }
         defer { file.close() }
-        do {
-            guard let bytes = try file.readSecret(limit: limit) else { return nil }
-            return FileContents(bytes: bytes, file: file)
-        } catch {
-            throw Failure("cannot read \(path): \(error)")
-        }
+        let bytes: SecureBytes?
+        do { bytes = try file.readSecret(limit: limit) } catch { throw .refused("cannot read \(path): \(error)") }
+        guard let bytes else { throw .tooLong }
+        return FileContents(bytes: bytes, file: file)
     }
 }
 
@@ -38,14 +43,12 @@ struct FileContents {
 struct OwnerOnlySecretFiles: SecretFileReader {
     func readSecretFile(_ path: String) -> Result<any SecretMemory, SecretFileFailure> {
         let contents: FileContents
-        do {
-            guard let c = try FileContents.read(path, limit: 4096) else {
-                return .failure(SecretFileFailure("\(path) is larger than 4096 bytes; a key file holds one base64 key"))
+        do { contents = try FileContents.read(path, limit: 4096) } catch {
+            switch error {
+            case .missing: return .failure(SecretFileFailure("\(path) does not exist"))
+            case .refused(let line): return .failure(SecretFileFailure(line))
+            case .tooLong: return .failure(SecretFileFailure("\(path) is larger than 4096 bytes; a key file holds one base64 key"))
             }
-            contents = c
-        } catch {
-            if error.description == "cannot read \(path): no such file" { return .failure(SecretFileFailure("\(path) does not exist")) }
-            return .failure(SecretFileFailure(error.description))
         }
         if let problem = contents.file.ownerOnlyProblem() { return .failure(SecretFileFailure(problem)) }
         return .success(contents.bytes)
