@@ -17,9 +17,6 @@ extension ProcessControl {
         _ = try syscall("prctl(PR_SET_DUMPABLE, 0)") { CTunnelgateShims_set_not_dumpable() }
     }
 
-    /// geteuid(2).
-    public static var effectiveUserID: UInt32 { geteuid() }
-
     /// prctl(PR_GET_DUMPABLE) != 0: whether the kernel would dump this process's core.
     public static var isDumpable: Bool {
         CTunnelgateShims_dumpable() != 0
