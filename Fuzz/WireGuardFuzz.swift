@@ -71,7 +71,8 @@ enum FuzzWorld {
 
     static let responderStatic = key(0x11)
     static let initiatorStatic = key(0x22)
-    static let presharedKey = (0..<32).map { UInt8(truncatingIfNeeded: 0x55 &+ $0) }
+    static let presharedKeyBytes = (0..<32).map { UInt8(truncatingIfNeeded: 0x55 &+ $0) }
+    static let presharedKey = SecretKey.sodium(presharedKeyBytes)!
     static let timestamp = WireGuardCrypto.tai64n(unixSeconds: 1_700_000_000, nanoseconds: 0)
     static let initiatorIndex: UInt32 = 0x0A0A_0A0A
     static let responderIndex: UInt32 = 0x0B0B_0B0B
@@ -629,7 +630,7 @@ enum FuzzSeeds {
         // 5: replay operations (kind, delta).
         seeds.append(("replay", [5, 0, 0, 1, 0, 0, 5, 1, 0, 2, 1, 0, 2, 2, 0, 0, 3, 1, 0, 1, 0x1f, 0xc0, 4, 0, 0, 0, 0, 9]))
         // 6: UAPI requests as wg(8) sends them.
-        let keyHex = UAPI.hex(w.responderStatic.bytes), peerHex = UAPI.hex(w.initiatorStatic.publicKey.bytes)
+        let keyHex = w.responderStatic.hex, peerHex = UAPI.hex(w.initiatorStatic.publicKey.bytes)
         let set = """
             set=1
             private_key=\(keyHex)
@@ -637,7 +638,7 @@ enum FuzzSeeds {
             fwmark=0
             replace_peers=true
             public_key=\(peerHex)
-            preshared_key=\(UAPI.hex(w.presharedKey))
+            preshared_key=\(UAPI.hex(w.presharedKeyBytes))
             endpoint=[2001:db8::1]:51820
             persistent_keepalive_interval=25
             replace_allowed_ips=true

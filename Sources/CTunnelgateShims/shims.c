@@ -13,6 +13,9 @@
 #include <sched.h>
 #include <spawn.h>
 #include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <netinet/udp.h>
@@ -267,3 +270,51 @@ int CTunnelgateShims_send_batch(int fd, const void *buffers, size_t slot_size, c
     return (int)sent;
 }
 
+
+// --- Secrets -------------------------------------------------------------------------------------------
+
+void CTunnelgateShims_wipe(void *pointer, size_t length) {
+    if (pointer != NULL && length > 0) explicit_bzero(pointer, length);
+}
+
+int CTunnelgateShims_set_not_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
+
+int CTunnelgateShims_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }
+
+int CTunnelgateShims_disable_core_dumps(void) {
+    struct rlimit none = {0, 0};
+    return setrlimit(RLIMIT_CORE, &none);
+}
+
+int CTunnelgateShims_memlock_limit(uint64_t *bytes) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0) return -1;
+    *bytes = limit.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)limit.rlim_cur;
+    return 0;
+}
+
+int CTunnelgateShims_madv_dontdump(void) { return MADV_DONTDUMP; }
+
+int CTunnelgateShims_madv_wipeonfork(void) {
+#ifdef MADV_WIPEONFORK
+    return MADV_WIPEONFORK;
+#else
+    return 18;  // Linux 4.14's value, for older headers
+#endif
+}
+
+int CTunnelgateShims_memfd_create(const char *name) { return memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING); }
+
+int CTunnelgateShims_all_seals(void) { return F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL; }
+
+int CTunnelgateShims_seal_memfd(int fd) { return fcntl(fd, F_ADD_SEALS, CTunnelgateShims_all_seals()); }
+
+int CTunnelgateShims_memfd_seals(int fd) { return fcntl(fd, F_GET_SEALS); }
+
+// --- TrustedFile --------------------------------------------------------------------------------------
+
+int CTunnelgateShims_o_path(void) { return O_PATH; }
+
+int CTunnelgateShims_openat(int dirfd, const char *name, int flags, mode_t mode) { return openat(dirfd, name, flags, mode); }
+
+long CTunnelgateShims_readlink_fd(int fd, char *buffer, size_t size) { return (long)readlinkat(fd, "", buffer, size); }

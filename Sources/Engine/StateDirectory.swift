@@ -27,20 +27,58 @@ public struct StateDirectory: Sendable {
 
     /// The directory of the calling thread's namespace; created (owner-only)
     /// when `create` is true, otherwise only named.
+    ///
+    /// Both `root` and the namespace's directory must be trusted before anything in them is read or
+    /// written: real directories (no symbolic link, on a path of trusted directories: TrustedFile),
+    /// owned by root or this user, mode 0700. Anything else is refused in one line
+    /// (`SystemCallError(refusing:)`). A directory that does not exist yet, or that this user
+    /// cannot reach (`status` as another user), is not refused when `create` is false.
     public init(root: String = StateDirectory.root, create: Bool) throws(SystemCallError) {
         let namespace = try ProcessControl.networkNamespaceIdentity()
         path = "\(root)/net-\(namespace)"
+        if create {
+            try FileSystem.makeDirectory(root, mode: 0o700)
+            try Self.checkTrusted(root, mustExist: true)
+            try FileSystem.makeDirectory(path, mode: 0o700)
+            try Self.checkTrusted(path, mustExist: true)
+        } else {
+            try Self.checkTrusted(root, mustExist: false)
+            try Self.checkTrusted(path, mustExist: false)
+        }
         let cookie = Array("\(try ProcessControl.networkNamespaceCookie())\n".utf8)
         let recorded = try? FileSystem.read("\(path)/namespace")
         isStale = recorded != nil && recorded != cookie
         if create {
-            try FileSystem.makeDirectory(root, mode: 0o700)
-            try FileSystem.makeDirectory(path, mode: 0o700)
             if recorded != cookie {
                 // A dead namespace's leftovers: its kernel objects died with it.
                 for file in FileSystem.list(path) { FileSystem.remove("\(path)/\(file)") }
                 try FileSystem.writeAtomically("\(path)/namespace", cookie)
             }
+        }
+    }
+
+    /// Refuses `directory` unless it is a real directory reached through trusted directories, owned
+    /// by root or this user, mode 0700 (nothing for group or others).
+    static func checkTrusted(_ directory: String, mustExist: Bool) throws(SystemCallError) {
+        let opened: TrustedFile
+        do { opened = try TrustedFile.open(directory, expecting: .directory) } catch {
+            switch error {
+            case .refused(let line): throw SystemCallError(refusing: line)
+            case .notFound where !mustExist: return
+            case .system(let e) where !mustExist && e.errno == .accessDenied: return
+            case .notFound: throw SystemCallError("open(\(directory))", .noSuchEntry)
+            case .system(let e): throw e
+            }
+        }
+        defer { opened.close() }
+        if opened.resolvedPath != directory {
+            throw SystemCallError(refusing: "\(directory): reached through a symbolic link (to \(opened.resolvedPath)); "
+                                  + "the state directory must be a directory itself; refusing it")
+        }
+        if opened.status.permissions & 0o7077 != 0 {
+            let digits = String(opened.status.permissions & 0o7777, radix: 8)
+            throw SystemCallError(refusing: "\(directory): open to others (mode \(String(repeating: "0", count: max(0, 4 - digits.count)))\(digits), "
+                                  + "owner \(opened.status.owner == 0 ? "root" : "uid \(opened.status.owner)")); the state directory must be 0700; refusing it")
         }
     }
 

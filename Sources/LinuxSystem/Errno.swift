@@ -30,11 +30,21 @@ public struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
 public struct SystemCallError: Error, Sendable, CustomStringConvertible {
     public let call: String
     public let errno: Errno
+    /// Set when no call failed but a check of what the calls found refused it (TrustedFile, the state
+    /// directory): the one line shown instead of "CALL failed: ERRNO".
+    public let refusal: String?
     public init(_ call: String, _ errno: Errno) {
         self.call = call
         self.errno = errno
+        refusal = nil
     }
-    public var description: String { "\(call) failed: \(errno)" }
+    /// A refusal (EACCES): `line` names the file, what is wrong, its mode and owner.
+    public init(refusing line: String) {
+        call = line
+        errno = Errno(rawValue: EACCES)
+        refusal = line
+    }
+    public var description: String { refusal ?? "\(call) failed: \(errno)" }
 }
 
 /// Runs a libc call that returns -1 and sets errno on failure, retrying

@@ -17,6 +17,8 @@ public struct FileStatus: Hashable, Sendable {
     /// `st_dev` and `st_ino`: together they name the file (or namespace).
     public var device: UInt64
     public var inode: UInt64
+    /// `st_size`: the length of a regular file in bytes.
+    public var size: Int64
 
     init(_ st: stat) {
         switch st.st_mode & S_IFMT {
@@ -30,6 +32,7 @@ public struct FileStatus: Hashable, Sendable {
         group = st.st_gid
         device = UInt64(st.st_dev)
         inode = UInt64(st.st_ino)
+        size = Int64(st.st_size)
     }
 }
 

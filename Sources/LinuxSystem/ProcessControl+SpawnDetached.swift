@@ -6,10 +6,11 @@ extension ProcessControl {
     /// does not reach it), standard input from /dev/null, standard output and
     /// error appended to `logPath` (created 0600), and exactly `environment`
     /// ("KEY=VALUE" strings). Like `spawn`, the child starts in the calling
-    /// thread's network namespace. Returns the child's pid; the caller reaps
+    /// thread's network namespace. `passing` becomes the child's descriptor 3
+    /// (a handoff: SealedFile). Returns the child's pid; the caller reaps
     /// it with `wait(for:block:)` or leaves it to init when it exits first.
     public static func spawnDetached(_ path: String, _ arguments: [String], environment: [String],
-                                     logPath: String) throws(SystemCallError) -> Int32 {
+                                     logPath: String, passing handoff: FileDescriptor? = nil) throws(SystemCallError) -> Int32 {
         var actions = posix_spawn_file_actions_t()
         var rc = posix_spawn_file_actions_init(&actions)
         guard rc == 0 else { throw SystemCallError("posix_spawn_file_actions_init", Errno(rawValue: rc)) }
@@ -19,6 +20,14 @@ extension ProcessControl {
                                   (2, logPath, O_WRONLY | O_CREAT | O_APPEND)] {
             rc = posix_spawn_file_actions_addopen(&actions, fd, file, flags, 0o600)
             guard rc == 0 else { throw SystemCallError("posix_spawn_file_actions_addopen(\(file))", Errno(rawValue: rc)) }
+        }
+        // Numbered 4 or more first: the actions above give the child 0, 1 and 2, and this becomes 3.
+        // Open until posix_spawn has run the actions.
+        let source = try handoff.map { h throws(SystemCallError) in h.rawValue > 3 ? h : try h.duplicate(atLeast: 4) }
+        defer { if let source, source != handoff { source.close() } }
+        if let source {
+            rc = posix_spawn_file_actions_adddup2(&actions, source.rawValue, 3)
+            guard rc == 0 else { throw SystemCallError("posix_spawn_file_actions_adddup2(3)", Errno(rawValue: rc)) }
         }
         var attributes = posix_spawnattr_t()
         rc = posix_spawnattr_init(&attributes)

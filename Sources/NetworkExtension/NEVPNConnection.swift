@@ -104,11 +104,13 @@ open class NEVPNConnection: @unchecked Sendable {
     /// network namespace, and returns at once; the status becomes `.connecting`, then follows the host.
     /// Does nothing while the tunnel is already connecting, connected or reasserting.
     ///
-    /// The host gets the caller's environment plus TUNNELGATE_INTERFACE_NAME, TUNNELGATE_SERVER_ADDRESS,
-    /// TUNNELGATE_PROVIDER_CONFIGURATION (JSON), TUNNELGATE_START_OPTIONS (JSON of `options`),
-    /// TUNNELGATE_INCLUDE_ALL_NETWORKS / TUNNELGATE_EXCLUDE_LOCAL_NETWORKS (1 when set);
-    /// `TunnelgateHostConfiguration.fromEnvironment()` reads them. Its output goes to `NAME.log` in the
-    /// state directory.
+    /// The executable is opened once as a TrustedFile (refused, in one line, when anyone but root or
+    /// this user could change it or a directory on the way to it) and that very file is run, through
+    /// /proc/self/fd/N. The host gets the caller's environment without its TUNNELGATE_ variables, and
+    /// its configuration (interface name, server address, providerConfiguration, the start options,
+    /// includeAllNetworks, excludeLocalNetworks) as its descriptor 3, a sealed anonymous file
+    /// (`TunnelgateHostHandoff`), never in the environment; `TunnelgateHostConfiguration.fromManager()`
+    /// reads it. Its output goes to `NAME.log` in the state directory.
     public func startVPNTunnel(options: [String: NSObject]?) throws {
         guard let configuration = state.withLock({ $0.configuration }) else {
             throw NEVPNError(.configurationInvalid, "the configuration is not saved (saveToPreferences first)")
@@ -117,7 +119,15 @@ open class NEVPNConnection: @unchecked Sendable {
         guard let executable = configuration.executable, !executable.isEmpty else {
             throw NEVPNError(.configurationInvalid, "providerBundleIdentifier: the path of the provider host executable is not set")
         }
-        guard access(executable, X_OK) == 0 else {
+        let program: TrustedFile
+        do { program = try TrustedFile.open(executable) } catch {
+            if case .notFound = error {
+                throw NEVPNError(.configurationInvalid, "providerBundleIdentifier: \(executable) is not an executable file")
+            }
+            throw NEVPNError(.configurationInvalid, "providerBundleIdentifier: \(error)")
+        }
+        defer { program.close() }
+        guard program.status.permissions & 0o111 != 0 else {
             throw NEVPNError(.configurationInvalid, "providerBundleIdentifier: \(executable) is not an executable file")
         }
         refresh(post: true)
@@ -127,19 +137,23 @@ open class NEVPNConnection: @unchecked Sendable {
         case .disconnecting: throw NEVPNError(.connectionFailed, "the tunnel \(name) is still disconnecting")
         case .invalid, .disconnected: break
         }
-        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TUNNELGATE_") || $0.key == "TUNNELGATE_PREFERENCES" }
-        environment["TUNNELGATE_INTERFACE_NAME"] = name
-        environment["TUNNELGATE_SERVER_ADDRESS"] = configuration.serverAddress
-        environment["TUNNELGATE_PROVIDER_CONFIGURATION"] = configuration.providerConfiguration
-        if let options, let json = Self.encodeOptions(options) { environment["TUNNELGATE_START_OPTIONS"] = json }
-        if configuration.includeAllNetworks { environment["TUNNELGATE_INCLUDE_ALL_NETWORKS"] = "1" }
-        if configuration.excludeLocalNetworks { environment["TUNNELGATE_EXCLUDE_LOCAL_NETWORKS"] = "1" }
+        let environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TUNNELGATE_") || $0.key == "TUNNELGATE_PREFERENCES" }
+        let handoff = TunnelgateHostHandoff(
+            configuration: TunnelgateHostConfiguration(interfaceName: name, includeAllNetworks: configuration.includeAllNetworks,
+                                                       excludeLocalNetworks: configuration.excludeLocalNetworks),
+            serverAddress: configuration.serverAddress, providerConfigurationJSON: configuration.providerConfiguration,
+            startOptionsJSON: options.flatMap(Self.encodeOptions))
         let pid: Int32
         do throws(SystemCallError) {
             let directory = try StateDirectory(create: true)
-            pid = try ProcessControl.spawnDetached(executable, [executable] + configuration.arguments,
+            let file = try handoff.makeDescriptor()
+            defer { file.close() }
+            // Out of the way of the child's 0–3, which the spawn's file actions set.
+            let image = try program.descriptor.duplicate(atLeast: 10)
+            defer { image.close() }
+            pid = try ProcessControl.spawnDetached("/proc/self/fd/\(image.rawValue)", [executable] + configuration.arguments,
                                                    environment: environment.map { "\($0.key)=\($0.value)" }.sorted(),
-                                                   logPath: directory.logPath(name))
+                                                   logPath: directory.logPath(name), passing: file)
         } catch {
             throw NEVPNError(.connectionFailed, "starting \(executable): \(error)")
         }

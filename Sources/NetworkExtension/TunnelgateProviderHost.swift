@@ -20,7 +20,9 @@ import TunnelgateSettings
 /// path, whatever the provider's own `reasserting` says.
 ///
 /// Create it before anything starts threads: init blocks the termination
-/// signals for the whole process and reads them from a signalfd.
+/// signals for the whole process and reads them from a signalfd. It also
+/// makes the process non-dumpable (PR_SET_DUMPABLE 0, RLIMIT_CORE 0): a
+/// provider holds its configuration and credentials.
 public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable {
     // @unchecked Sendable: the engine state (gateway, active, status) is touched only on `engineQueue`;
     // the flags the main loop reads are atomics.
@@ -52,6 +54,11 @@ public final class TunnelgateProviderHost: NEProviderSystem, @unchecked Sendable
                 log: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data("tunnelgate-provider: \($0)\n".utf8)) }) throws(SystemCallError) {
         self.configuration = configuration
         self.log = log
+        // The provider's configuration and whatever keys it holds: no core dump, no reader without CAP_SYS_PTRACE.
+        try ProcessControl.protectSecrets()
+        // What a manager handed over on descriptor 3 is read (and the descriptor closed) now, also by a
+        // host that configures itself otherwise: nothing it starts inherits it.
+        _ = TunnelgateHostHandoff.current
         signals = try TerminationSignals.block()
     }
 

@@ -96,10 +96,8 @@ final class MeshLibrary: @unchecked Sendable {  // @unchecked: immutable after i
 
     init(path: String) throws(RuntimeError) {
         self.path = path
-        guard let h = dlopen(path, RTLD_NOW | RTLD_LOCAL) else {
-            let reason = dlerror().map { String(cString: $0) } ?? "unknown error"
-            throw RuntimeError("cannot load MeshGuard library \(path) (runtime.library): \(reason)")
-        }
+        // As a TrustedFile, through /proc/self/fd/N (RuntimeLibrary.load).
+        let h = try RuntimeLibrary.load(path) { "cannot load MeshGuard library \(path) (runtime.library): \($0)" }
         // Every required symbol is looked up first, so the error names all that are missing.
         var symbols: [String: UnsafeMutableRawPointer] = [:]
         for name in Self.required + Self.optional {

@@ -33,7 +33,8 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
 
     public let settings: MeshRuntimeSettings
     let library: MeshLibrary
-    private var seed: [UInt8]
+    /// The identity seed, in secure memory (MeshIdentity.loadSeed), handed to meshguard_init, wiped at stop.
+    private let seed: SecureBytes
     private var context: MeshLibrary.Context?
     private var writer: TunWriter?
     private var mtu = MeshRuntimeSettings.maximumMTU
@@ -121,8 +122,8 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
     public init(_ settings: MeshRuntimeSettings) throws(RuntimeError) {
         self.settings = settings
         library = try MeshLibrary(path: settings.library)
-        seed = try Self.loadSeed(settings)
-        identity = MeshIdentity(seed: seed)
+        do { seed = try MeshIdentity.loadSeed(settings) } catch { throw error.runtimeError }
+        identity = try MeshIdentity(seed: seed)
         queue = PacketRing(capacity: 256, slotSize: MeshRuntimeSettings.maximumMTU)
         if case .routes(let peers) = settings.peers {
             routes.withLock { $0 = RouteTable(entries: peers.flatMap { p in p.prefixes.map { .init(prefix: $0, identity: p.identity) } }) }
@@ -134,52 +135,6 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
         if library.suspend == nil || library.resume == nil { disabled.append("suspend/resume messages (no meshguard_suspend/resume)") }
     }
 
-    /// The 32-byte seed from an owner-only file; created (0600, random) when
-    /// missing and `generateIdentity` says so.
-    static func loadSeed(_ settings: MeshRuntimeSettings) throws(RuntimeError) -> [UInt8] {
-        let path = settings.identitySeedFile
-        var st = stat()
-        if stat(path, &st) != 0 {
-            let err = Errno.current
-            guard err == Errno(rawValue: ENOENT), settings.generateIdentity else {
-                throw RuntimeError("runtime.identitySeedFile: cannot read \(path): \(err)"
-                                   + (err == Errno(rawValue: ENOENT) ? " (set \"generateIdentity\": true to create one)" : ""))
-            }
-            var bytes = [UInt8](repeating: 0, count: 32)
-            let random = open("/dev/urandom", O_RDONLY | O_CLOEXEC)
-            guard random >= 0, read(random, &bytes, 32) == 32 else {
-                if random >= 0 { close(random) }
-                throw RuntimeError("reading /dev/urandom for a new identity seed failed: \(Errno.current)")
-            }
-            close(random)
-            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-            guard fd >= 0 else { throw RuntimeError("runtime.identitySeedFile: cannot create \(path): \(Errno.current)") }
-            let n = write(fd, bytes, 32)
-            let synced = fsync(fd) == 0
-            close(fd)
-            guard n == 32, synced else {
-                unlink(path)
-                throw RuntimeError("runtime.identitySeedFile: writing \(path) failed: \(Errno.current)")
-            }
-            return bytes
-        }
-        guard st.st_mode & 0o077 == 0 else {
-            throw RuntimeError("runtime.identitySeedFile: \(path) can be read by others (mode \(String(st.st_mode & 0o777, radix: 8))); make it owner-only: chmod 600 \(path)")
-        }
-        guard st.st_uid == geteuid() else {
-            throw RuntimeError("runtime.identitySeedFile: \(path) belongs to uid \(st.st_uid), not to uid \(geteuid()) that runs tunnelgate")
-        }
-        guard st.st_size == 32 else {
-            throw RuntimeError("runtime.identitySeedFile: \(path) holds \(st.st_size) bytes; an identity seed is exactly 32 raw bytes")
-        }
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw RuntimeError("runtime.identitySeedFile: cannot read \(path): \(Errno.current)") }
-        defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: 32)
-        guard read(fd, &bytes, 32) == 32 else { throw RuntimeError("runtime.identitySeedFile: cannot read 32 bytes from \(path)") }
-        return bytes
-    }
-
     // MARK: - Lifecycle
 
     public func start(tun: FileDescriptor, mtu: Int) throws(RuntimeError) {
@@ -189,7 +144,10 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
         }
         self.mtu = mtu
         writer = TunWriter(descriptor: tun.rawValue, mtu: mtu)
-        guard let ctx = seed.withUnsafeBufferPointer({ library.initialize($0.baseAddress, settings.listenPort) }) else {
+        let initialized = seed.withUnsafeBytes { library.initialize($0.baseAddress!.assumingMemoryBound(to: UInt8.self), settings.listenPort) }
+        // The library keeps what it derives from the seed; this process needs it no more.
+        seed.wipe()
+        guard let ctx = initialized else {
             throw RuntimeError("meshguard_init failed (is UDP port \(settings.listenPort) free? runtime.listenPort)")
         }
         context = ctx
@@ -298,7 +256,7 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
             context = nil
         }
         writer?.closed.store(true, ordering: .releasing)
-        seed.withUnsafeMutableBytes { explicit_bzero($0.baseAddress!, $0.count) }
+        seed.wipe()
     }
 
     deinit { stop() }

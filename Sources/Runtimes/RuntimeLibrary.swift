@@ -1,5 +1,6 @@
 import CTunnelgateRuntime
 import Glibc
+import LinuxSystem
 import RuntimeABI
 import TunnelgateSettings
 
@@ -30,10 +31,7 @@ public final class RuntimeLibrary {
 
     public init(_ settings: CallbackRuntimeSettings) throws(RuntimeError) {
         path = settings.library
-        guard let h = dlopen(settings.library, RTLD_NOW | RTLD_LOCAL) else {
-            let reason = dlerror().map { String(cString: $0) } ?? "unknown error"
-            throw RuntimeError("cannot load runtime library \(settings.library): \(reason)")
-        }
+        let h = try Self.load(settings.library) { "cannot load runtime library \(settings.library): \($0)" }
         handle = h
         func bind(_ name: String, _ key: String) throws(RuntimeError) -> UnsafeMutableRawPointer {
             _ = dlerror()
@@ -76,4 +74,34 @@ public final class RuntimeLibrary {
 
     // The library stays loaded for the life of the process: a runtime's
     // threads may outlive a failed stop, and unloading code they run would crash.
+
+    /// dlopen of the file at `path` as a TrustedFile (StrictModes: no group- or other-writable file or
+    /// directory on the way) through /proc/self/fd/N, so that the file checked is the file loaded.
+    /// The descriptor stays open for the life of the process, as the library stays loaded: no other
+    /// file can take its number, and so its /proc/self/fd name, while the library is mapped.
+    static func load(_ path: String, error message: (String) -> String) throws(RuntimeError) -> UnsafeMutableRawPointer {
+        let file: TrustedFile
+        do { file = try TrustedFile.open(path) } catch { throw RuntimeError(message(error.description)) }
+        guard let h = dlopen(file.procPath, RTLD_NOW | RTLD_LOCAL) else {
+            let reason = dlerror().map { String(cString: $0) } ?? "unknown error"
+            file.close()
+            throw RuntimeError(message(reason.replacingOccurrences(of: file.procPath, with: path)))
+        }
+        return h
+    }
+}
+
+extension String {
+    /// `self` with every `target` replaced (FoundationEssentials-free, for dlerror's text).
+    func replacingOccurrences(of target: String, with replacement: String) -> String {
+        guard !target.isEmpty else { return self }
+        var out = ""
+        var rest = Substring(self)
+        while let range = rest.firstRange(of: target) {
+            out += rest[..<range.lowerBound]
+            out += replacement
+            rest = rest[range.upperBound...]
+        }
+        return out + rest
+    }
 }

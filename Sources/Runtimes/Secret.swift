@@ -1,70 +1,74 @@
-import Glibc
 import LinuxSystem
 import RuntimeABI
 import TunnelgateSettings
 
-/// A runtime secret in memory: read once, handed to start, then zeroed.
-/// Its bytes never reach a log, a status, an error or a command line.
+/// LinuxSystem's secure memory is what the settings model's parsers keep keys in (TunnelgateSettings
+/// has no libc and asks for `SecretMemory`); the methods are the same, so SecureBytes is one as it is.
+/// Declared here, where both modules meet, so that neither depends on the other.
+extension SecureBytes: SecretMemory {}
+
+/// Memory for keys from LinuxSystem's SecureBytes (locked, out of core dumps, zeroed on release): the
+/// allocator the command passes to the parsers.
+public struct SecureMemoryAllocator: SecretMemoryAllocator {
+    public init() {}
+    public func allocate(count: Int) -> (any SecretMemory)? { try? SecureBytes(count: count) }
+}
+
+/// A runtime secret in memory: read once into SecureBytes, handed to start, kept there (one copy) to
+/// scrub what the runtime says, then zeroed. Its bytes never reach a log, a status, an error or a
+/// command line, and never an Array or String of this process.
 public final class RuntimeSecret {
-    private var bytes: [CChar]
+    /// The secret's text and a terminating NUL.
+    private let memory: SecureBytes
+    /// The secret's length, without the NUL.
+    private let length: Int
+
+    /// The largest secret file read (a secret is a line of text).
+    static let fileLimit = 64 << 10
 
     public static func load(_ source: CallbackRuntimeSettings.Secret) throws(RuntimeError) -> RuntimeSecret {
         switch source {
         case .none:
-            return RuntimeSecret([0])
-        case .environment(let name):
-            guard let value = getenv(name) else {
-                throw RuntimeError("runtime.secretEnvironment: the environment has no variable \(name)")
-            }
-            let length = strlen(value)
-            let secret = RuntimeSecret(Array(UnsafeBufferPointer(start: value, count: length + 1)))
-            // Gone from this process's environment: not inherited by anything the runtime spawns, and,
-            // overwritten where it was, no longer in /proc/PID/environ.
-            explicit_bzero(value, length)
-            unsetenv(name)
-            return secret
+            return RuntimeSecret(try allocate(1), length: 0)
         case .file(let path):
-            var st = stat()
-            let rc: Int32 = stat(path, &st)
-            guard rc == 0 else {
-                throw RuntimeError("runtime.secretFile: cannot read \(path): \(Errno.current)")
+            let file: TrustedFile
+            do { file = try TrustedFile.open(path) } catch {
+                if case .notFound = error { throw RuntimeError("runtime.secretFile: \(path) does not exist") }
+                throw RuntimeError("runtime.secretFile: \(error)")
             }
-            guard st.st_mode & 0o077 == 0 else {
-                throw RuntimeError("runtime.secretFile: \(path) can be read by others (mode \(String(st.st_mode & 0o777, radix: 8))); make it owner-only: chmod 600 \(path)")
-            }
-            guard st.st_uid == geteuid() else {
-                throw RuntimeError("runtime.secretFile: \(path) belongs to uid \(st.st_uid), not to uid \(geteuid()) that runs tunnelgate")
-            }
-            var content: [UInt8]
-            do {
-                guard let c = try FileSystem.read(path) else { throw RuntimeError("runtime.secretFile: \(path) does not exist") }
-                content = c
-            } catch let e as RuntimeError { throw e } catch {
+            defer { file.close() }
+            if let problem = file.ownerOnlyProblem() { throw RuntimeError("runtime.secretFile: \(problem)") }
+            let content: SecureBytes?
+            do { content = try file.readSecret(limit: fileLimit) } catch {
                 throw RuntimeError("runtime.secretFile: cannot read \(path): \(error)")
             }
-            var text = content
-            // The buffers the file was read through are wiped too, whatever happens next.
-            defer {
-                Self.wipe(&content)
-                Self.wipe(&text)
+            guard let content else {
+                throw RuntimeError("runtime.secretFile: \(path) is larger than \(fileLimit) bytes; a secret is one line of text")
             }
-            while let last = text.last, last == 0x0a || last == 0x0d { text.removeLast() }
-            guard !text.isEmpty, !text.contains(0) else {
-                throw RuntimeError("runtime.secretFile: \(path) is empty or not text")
+            // `content` (the file as read) is wiped when it goes, whatever happens next.
+            let length = content.withUnsafeBytes { raw -> Int? in
+                var n = raw.count
+                while n > 0, raw[n - 1] == 0x0a || raw[n - 1] == 0x0d { n -= 1 }
+                return n > 0 && !raw[0..<n].contains(0) ? n : nil
             }
-            // Sized once: a growing array would free an unwiped buffer holding the secret.
-            var copy: [CChar] = []
-            copy.reserveCapacity(text.count + 1)
-            for b in text { copy.append(CChar(bitPattern: b)) }
-            copy.append(0)
-            return RuntimeSecret(copy)
+            guard let length else { throw RuntimeError("runtime.secretFile: \(path) is empty or not text") }
+            let secret = try allocate(length + 1)
+            secret.withUnsafeMutableBytes { out in
+                content.withUnsafeBytes { out.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: length) }
+            }
+            return RuntimeSecret(secret, length: length)
         }
     }
 
-    private init(_ bytes: [CChar]) { self.bytes = bytes }
+    private static func allocate(_ count: Int) throws(RuntimeError) -> SecureBytes {
+        do { return try SecureBytes(count: count) } catch {
+            throw RuntimeError("no memory for the runtime's secret: \(error)")
+        }
+    }
 
-    private static func wipe(_ buffer: inout [UInt8]) {
-        buffer.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } }
+    private init(_ memory: SecureBytes, length: Int) {
+        self.memory = memory
+        self.length = length
     }
 
     /// `text` with every occurrence of the secret replaced by "[secret]"
@@ -75,34 +79,38 @@ public final class RuntimeSecret {
     }
 
     /// `input` with every occurrence of the secret's bytes replaced by "[secret]": for what a runtime
-    /// says that need not be text (an app_message reply).
+    /// says that need not be text (an app_message reply). Compares in place against the secret's
+    /// memory: no copy of the secret is made.
     func scrub(bytes input: [UInt8]) -> [UInt8] {
-        let secret = bytes.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
-        guard secret.count >= 4 else { return input }
-        var output: [UInt8] = []
-        output.reserveCapacity(input.count)
-        var i = 0
-        while i < input.count {
-            if input.count - i >= secret.count, input[i..<(i + secret.count)].elementsEqual(secret) {
-                output += Array("[secret]".utf8)
-                i += secret.count
-            } else {
-                output.append(input[i])
-                i += 1
+        guard length >= 4, input.count >= length else { return input }
+        return memory.withUnsafeBytes { raw -> [UInt8] in
+            let secret = UnsafeRawBufferPointer(rebasing: raw[0..<length])
+            func matches(at i: Int) -> Bool {
+                for k in 0..<length where input[i + k] != secret[k] { return false }
+                return true
             }
+            var output: [UInt8] = []
+            output.reserveCapacity(input.count)
+            var i = 0
+            while i < input.count {
+                if input.count - i >= length, matches(at: i) {
+                    output += Array("[secret]".utf8)
+                    i += length
+                } else {
+                    output.append(input[i])
+                    i += 1
+                }
+            }
+            return output
         }
-        return output
     }
 
     func withCString<T>(_ body: (UnsafePointer<CChar>) -> T) -> T {
-        bytes.withUnsafeBufferPointer { body($0.baseAddress!) }
+        memory.withUnsafeBytes { body($0.baseAddress!.assumingMemoryBound(to: CChar.self)) }
     }
 
     /// Overwrites the secret in memory (explicit_bzero: not optimised away).
     public func wipe() {
-        bytes.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } }
+        memory.wipe()
     }
-
-    deinit { wipe() }
 }
-

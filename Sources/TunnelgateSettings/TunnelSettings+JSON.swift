@@ -469,13 +469,16 @@ struct SettingsReader {
         for (value, p) in array(m["arguments"]) ?? [] {
             if let text = string((value, p)) { settings.arguments.append(text) }
         }
-        if m["secretFile"] != nil && m["secretEnvironment"] != nil {
-            problem("\(path).secretEnvironment", "give secretFile or secretEnvironment, not both")
-        } else if let file = string(m["secretFile"]) {
+        if m["secretEnvironment"] != nil {
+            // Refused, not ignored: docs/configuration.md, "secretEnvironment".
+            problem("\(path).secretEnvironment", "refused: a secret in the environment reaches every process started "
+                    + "with that environment and stays in the process's initial environment block; put it in an owner-only "
+                    + "file (chmod 600) and name it with secretFile (under systemd: LoadCredential= and the file in "
+                    + "$CREDENTIALS_DIRECTORY)")
+        }
+        if let file = string(m["secretFile"]) {
             if !file.hasPrefix("/") { problem("\(path).secretFile", "\(quoted(file)) is not an absolute path") }
             settings.secret = .file(file)
-        } else if let variable = string(m["secretEnvironment"]) {
-            settings.secret = .environment(variable)
         }
         if let text = string(m["packetPath"]) {
             if let p = PacketPath(rawValue: text) { settings.packetPath = p }

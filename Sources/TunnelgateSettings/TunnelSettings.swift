@@ -271,10 +271,8 @@ public struct CallbackRuntimeSettings: Sendable, Equatable, Codable {
 
     public enum Secret: Sendable, Equatable, Codable {
         case none
-        /// A file readable by its owner only.
+        /// A file readable by its owner only. (No environment variable: `secretEnvironment` is refused.)
         case file(String)
-        /// An environment variable of the tunnelgate process.
-        case environment(String)
     }
 
     public var library: String

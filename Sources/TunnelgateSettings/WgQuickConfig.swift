@@ -6,12 +6,32 @@
 /// checks, one code path); every problem names the file, line and key:
 /// `wg0.conf:7: [Peer] AllowedIPs: 10.0.0.0/33 is not a valid prefix`.
 /// Key material is never quoted back in a problem.
+///
+/// The keys never become Swift Strings: `parse(contents:name:secretMemory:)`
+/// first decodes every `PrivateKey` and `PresharedKey` value straight from
+/// the file's bytes into secret memory and overwrites its text there with a
+/// marker (`WgQuickKeys`); only then is the file read as text.
 public enum WgQuickConfig {
-    /// Parses a wg-quick file. `name` is the file's name or path as the user
-    /// gave it: problems start with it, and its last component without
-    /// `.conf` is the tunnel's (interface) name.
+    /// Parses a wg-quick file held in a String (tests, tools): the text was a String already, so the
+    /// keys go to unprotected memory. `name` is the file's name or path as the user gave it: problems
+    /// start with it, and its last component without `.conf` is the tunnel's (interface) name.
     public static func parse(_ text: String, name: String) throws(ConfigurationError) -> TunnelSettings {
-        var parser = WgQuickParser(file: name)
+        let contents = UnprotectedSecretMemory(count: text.utf8.count)
+        contents.withUnsafeMutableBytes { $0.copyBytes(from: text.utf8) }
+        return try parse(contents: contents, name: name, secretMemory: UnprotectedSecretMemoryAllocator())
+    }
+
+    /// Parses a wg-quick file's bytes, as read into secret memory. Each key is decoded from `contents`
+    /// into memory from `secretMemory`, and its text in `contents` replaced by a marker, before the
+    /// rest is read as text: no String ever holds a key. `contents` is changed; the caller lets go of
+    /// it (it is wiped then).
+    public static func parse(contents: any SecretMemory, name: String,
+                             secretMemory: some SecretMemoryAllocator) throws(ConfigurationError) -> TunnelSettings {
+        let keys = contents.withUnsafeMutableBytes { WgQuickKeys.extract(from: $0, using: secretMemory) }
+        guard let text = contents.withUnsafeBytes({ String(validating: $0, as: UTF8.self) }) else {
+            throw ConfigurationError([ConfigProblem(path: name, reason: "not UTF-8 text")])
+        }
+        var parser = WgQuickParser(file: name, keys: keys)
         let settings = parser.parse(text)
         guard parser.problems.isEmpty, let settings else { throw ConfigurationError(parser.problemsInFileOrder) }
         return settings
@@ -19,12 +39,26 @@ public enum WgQuickConfig {
 
     /// True when the first line that is not blank or a comment is `[Interface]`.
     public static func looksLikeWgQuick(_ bytes: [UInt8]) -> Bool {
-        for raw in String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isNewline) {
-            let line = WgQuickParser.trimmed(WgQuickParser.uncommented(raw))
-            if line.isEmpty { continue }
-            return line.filter { !$0.isWhitespace }.lowercased() == "[interface]"
+        bytes.withUnsafeBytes { looksLikeWgQuick($0) }
+    }
+
+    /// `looksLikeWgQuick` over bytes in place (a file read into secret memory): compares bytes, makes
+    /// no String of the line (which could be a key's).
+    public static func looksLikeWgQuick(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let header = Array("[interface]".utf8)
+        var found: Bool?
+        WgQuickKeys.forEachLine(bytes) { line in
+            guard found == nil else { return }
+            var content: [UInt8] = []
+            for c in line {
+                if c == UInt8(ascii: "#") { break }
+                if c == 0x20 || c == 0x09 || c >= 0x80 { continue }  // white space, a BOM
+                content.append(c >= 0x41 && c <= 0x5a ? c + 0x20 : c)
+                if content.count > header.count { break }
+            }
+            if !content.isEmpty { found = content == header }
         }
-        return false
+        return found ?? false
     }
 
     /// The tunnel name a file gives: its last path component without `.conf`.
@@ -73,9 +107,27 @@ struct WgQuickParser {
     }
 
     let file: String
+    /// The keys `WgQuickKeys.extract` took out of the file, by the index in their markers.
+    let keys: [SecretKey]
     private(set) var problems: [(line: Int, problem: ConfigProblem)] = []
 
-    init(file: String) { self.file = file }
+    init(file: String, keys: [SecretKey] = []) {
+        self.file = file
+        self.keys = keys
+    }
+
+    /// The key a PrivateKey or PresharedKey value's marker stands for, or why there is none.
+    func key(_ value: String) -> Result<SecretKey, Reason> {
+        let scalars = value.unicodeScalars
+        switch scalars.first {
+        case WgQuickKeys.keyMarker?:
+            if let index = Int(String(scalars.dropFirst())), keys.indices.contains(index) { return .success(keys[index]) }
+        case WgQuickKeys.noMemoryMarker?:
+            return .failure(Reason("no secure memory could be mapped for the key"))
+        default: break
+        }
+        return .failure(Reason(Base64Key.problem))
+    }
 
     var problemsInFileOrder: [ConfigProblem] {
         problems.enumerated().sorted { ($0.element.line, $0.offset) < ($1.element.line, $1.offset) }.map(\.element.problem)
@@ -240,8 +292,10 @@ struct WgQuickParser {
 
         var privateKey: SecretKey?
         if let e = interface.first("PrivateKey") {
-            privateKey = SecretKey(base64: Self.compact(e.value))
-            if privateKey == nil { problem(e.line, label(e, s), Base64Key.problem) }
+            switch key(e.value) {
+            case .success(let k): privateKey = k
+            case .failure(let reason): problem(e.line, label(e, s), reason.text)
+            }
         } else {
             problem(interface.line, label(interface.line, s, "PrivateKey"), "missing (the interface's base64 private key, as `wg genkey` prints it)")
         }
@@ -330,8 +384,10 @@ struct WgQuickParser {
             }
             var presharedKey: SecretKey?
             if let e = block.first("PresharedKey") {
-                presharedKey = SecretKey(base64: Self.compact(e.value))
-                if presharedKey == nil { problem(e.line, label(e, p), Base64Key.problem) }
+                switch key(e.value) {
+                case .success(let k): presharedKey = k
+                case .failure(let reason): problem(e.line, label(e, p), reason.text)
+                }
             }
             var endpoint: WireGuardSettings.Endpoint?
             if let e = block.first("Endpoint") {
@@ -466,5 +522,79 @@ struct WgQuickParser {
             p = p[..<cut]
         }
         return Origin(line: 0, label: "\(file): \(path)")
+    }
+}
+
+/// The byte-level pass that takes the keys out of a wg-quick file before it is read as text.
+///
+/// A line is split where the text parser splits it (LF, VT, FF, CR, NEL, LINE and PARAGRAPH
+/// SEPARATOR) and cut at its first `#`; when what comes before its first `=`, without white space
+/// and non-ASCII bytes, is `privatekey` or `presharedkey` in any case, the value after the `=` is
+/// decoded as a base64 key (spaces and tabs skipped) into secret memory, and every byte of the value
+/// is overwritten: U+0001 and the key's index when it decoded, U+0002 when it is not a key, U+0003
+/// when no memory could be had, then spaces. The rule takes at least every line the text parser
+/// reads as one of those keys, wherever it stands (a key in the wrong section is still taken out, and
+/// then refused by the text parser without its value).
+enum WgQuickKeys {
+    static let keyMarker: Unicode.Scalar = "\u{1}"
+    static let notAKeyMarker: Unicode.Scalar = "\u{2}"
+    static let noMemoryMarker: Unicode.Scalar = "\u{3}"
+    static let names: [[UInt8]] = [Array("privatekey".utf8), Array("presharedkey".utf8)]
+
+    static func extract(from buffer: UnsafeMutableRawBufferPointer, using allocator: some SecretMemoryAllocator) -> [SecretKey] {
+        var keys: [SecretKey] = []
+        var lines: [Range<Int>] = []
+        forEachLineRange(UnsafeRawBufferPointer(buffer)) { lines.append($0) }
+        for line in lines {
+            var end = line.upperBound
+            if let hash = buffer[line].firstIndex(of: UInt8(ascii: "#")) { end = hash }
+            guard let eq = buffer[line.lowerBound..<end].firstIndex(of: UInt8(ascii: "=")) else { continue }
+            var name: [UInt8] = []
+            for c in buffer[line.lowerBound..<eq] where c < 0x80 && c != 0x20 && c != 0x09 {
+                name.append(c >= 0x41 && c <= 0x5a ? c + 0x20 : c)
+                if name.count > 12 { break }
+            }
+            guard names.contains(name) else { continue }
+            let value = UnsafeMutableRawBufferPointer(rebasing: buffer[(eq + 1)..<end])
+            guard let decoded = SecretKey.decode(base64: UnsafeRawBufferPointer(value), using: allocator) else { continue }
+            var marker: [UInt8]
+            switch decoded {
+            case .key(let key):
+                marker = [UInt8(keyMarker.value)] + Array(String(keys.count).utf8)
+                keys.append(key)
+            case .notAKey: marker = [UInt8(notAKeyMarker.value)]
+            case .noMemory: marker = [UInt8(noMemoryMarker.value)]
+            }
+            for i in value.indices { value[i] = i - value.startIndex < marker.count ? marker[i - value.startIndex] : 0x20 }
+        }
+        return keys
+    }
+
+    /// Calls `body` with each line of `bytes` (without its line break), as the text parser splits them.
+    static func forEachLine(_ bytes: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> Void) {
+        forEachLineRange(bytes) { body(UnsafeRawBufferPointer(rebasing: bytes[$0])) }
+    }
+
+    static func forEachLineRange(_ bytes: UnsafeRawBufferPointer, _ body: (Range<Int>) -> Void) {
+        var start = 0, i = 0
+        while i < bytes.count {
+            let n = lineBreakLength(bytes, at: i)
+            if n == 0 { i += 1; continue }
+            body(start..<i)
+            // CR LF is one line break.
+            i += bytes[i] == 0x0d && i + 1 < bytes.count && bytes[i + 1] == 0x0a ? 2 : n
+            start = i
+        }
+        body(start..<bytes.count)
+    }
+
+    /// 0, or the length of the line break at `i`: LF VT FF CR, NEL (C2 85), U+2028 / U+2029 (E2 80 A8/A9).
+    static func lineBreakLength(_ b: UnsafeRawBufferPointer, at i: Int) -> Int {
+        switch b[i] {
+        case 0x0a, 0x0b, 0x0c, 0x0d: return 1
+        case 0xc2 where i + 1 < b.count && b[i + 1] == 0x85: return 2
+        case 0xe2 where i + 2 < b.count && b[i + 1] == 0x80 && (b[i + 2] == 0xa8 || b[i + 2] == 0xa9): return 3
+        default: return 0
+        }
     }
 }

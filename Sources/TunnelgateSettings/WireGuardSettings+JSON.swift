@@ -81,16 +81,29 @@ extension SettingsReader {
         case .failure(let failure):
             problem(entry.1, failure.reason)
             return nil
-        case .success(let bytes):
-            // A key file holds the base64 text `wg genkey` / `wg genpsk` print, with its newline.
-            var text = bytes[...]
-            while let c = text.last, c == 0x0a || c == 0x0d || c == 0x20 || c == 0x09 { text.removeLast() }
-            while let c = text.first, c == 0x20 || c == 0x09 { text.removeFirst() }
-            guard let key = SecretKey(base64: String(decoding: text, as: UTF8.self)) else {
+        case .success(let file):
+            // A key file holds the base64 text `wg genkey` / `wg genpsk` print, with its newline. The key
+            // is decoded from the file's bytes (wiped when `file` goes) straight into secret memory.
+            let decoded: SecretKey.Decoded? = file.withUnsafeBytes { raw in
+                var end = raw.count
+                while end > 0, [0x0a, 0x0d, 0x20, 0x09].contains(raw[end - 1]) { end -= 1 }
+                var start = 0
+                while start < end, raw[start] == 0x20 || raw[start] == 0x09 { start += 1 }
+                let text = UnsafeRawBufferPointer(rebasing: raw[start..<end])
+                // Inner white space is not skipped here: a key file holds exactly one key.
+                guard !text.contains(where: { $0 == 0x20 || $0 == 0x09 }) else { return .notAKey }
+                return SecretKey.decode(base64: text, using: secretFiles.secretMemory)
+            }
+            switch decoded {
+            case .key(let key)?:
+                return key
+            case .noMemory?:
+                problem(entry.1, "no secure memory could be mapped for the \(what) in \(path)")
+                return nil
+            case .notAKey?, nil:
                 problem(entry.1, "\(path) does not hold a base64 32-byte \(what) (as `\(writer)` writes it)")
                 return nil
             }
-            return key
         }
     }
 }

@@ -37,7 +37,8 @@ public final class WireGuardRuntime: HostedRuntime {
         self.settings = settings
         let timers = WireGuardTimers.fromEnvironment()
         if timers.scale != 1 { log("WireGuard timers scaled by \(timers.scale) (\(WireGuardTimers.testScaleVariable); for tests only)") }
-        guard let key = PrivateKey(bytes: settings.privateKey.withUnsafeBytes { Array($0) }) else {
+        // The configuration's key memory itself (SecureBytes): the device's one copy of the key.
+        guard let key = PrivateKey(settings.privateKey) else {
             throw RuntimeError("the WireGuard private key is not a usable X25519 key")
         }
         var peers: [DeviceConfiguration.PeerConfiguration] = []
@@ -54,7 +55,7 @@ public final class WireGuardRuntime: HostedRuntime {
                 case .name(let name): namedEndpoints.append((publicKey, name, e.port))
                 }
             }
-            peers.append(.init(publicKey: publicKey, presharedKey: p.presharedKey?.withUnsafeBytes { Array($0) },
+            peers.append(.init(publicKey: publicKey, presharedKey: p.presharedKey,
                                endpoint: endpoint,
                                allowedIPs: p.allowedIPs, persistentKeepalive: p.persistentKeepalive ?? 0))
         }

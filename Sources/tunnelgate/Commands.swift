@@ -25,34 +25,49 @@ struct Failure: Error, CustomStringConvertible {
 
 /// Reads CONFIG for validate, plan and up: a wg-quick file when its name ends
 /// in `.conf` or its first line that is not blank or a comment is
-/// `[Interface]`, JSON otherwise. Files holding keys must be owner-only.
+/// `[Interface]`, JSON otherwise. The file is opened once as a TrustedFile
+/// (refused, in one line, when anyone but root or this user could change it
+/// or a directory on the way to it) and read into secure memory; a wg-quick
+/// file's keys are decoded from those bytes into secure memory and the bytes
+/// are wiped. Files holding keys must be owner-only.
 func loadSettings(_ path: String) throws -> TunnelSettings {
     let file: FileContents
-    do {
-        guard let f = try FileContents.read(path) else { throw Failure("cannot read \(path): no such file") }
-        file = f
-    } catch let e as SystemCallError {
-        throw Failure("cannot read \(path): \(e.errno)")
+    do { file = try FileContents.read(path, limit: 1 << 20) } catch {
+        switch error {
+        case .missing: throw Failure("cannot read \(path): no such file")
+        case .refused(let line): throw Failure(line)
+        case .tooLong: throw Failure("\(path) is larger than 1 MiB; a configuration is a few lines")
+        }
     }
-    guard path.hasSuffix(".conf") || WgQuickConfig.looksLikeWgQuick(file.bytes) else {
+    guard path.hasSuffix(".conf") || file.bytes.withUnsafeBytes({ WgQuickConfig.looksLikeWgQuick($0) }) else {
         do {
-            return try TunnelSettings.parse(json: file.bytes, secretFiles: OwnerOnlySecretFiles())
+            // JSON holds no key (keys are in files of their own, read by OwnerOnlySecretFiles).
+            return try TunnelSettings.parse(json: file.bytes.withUnsafeBytes { Array($0) }, secretFiles: OwnerOnlySecretFiles())
         } catch {
             throw InvalidConfiguration(path: path, error: error)
         }
     }
-    guard let text = String(validating: file.bytes, as: UTF8.self) else {
-        throw InvalidConfiguration(path: path, error: ConfigurationError([ConfigProblem(path: path, reason: "not UTF-8 text")]))
-    }
     let settings: TunnelSettings
     do {
-        settings = try WgQuickConfig.parse(text, name: path)
+        settings = try WgQuickConfig.parse(contents: file.bytes, name: path, secretMemory: SecureMemoryAllocator())
     } catch {
         throw InvalidConfiguration(path: path, error: error)
     }
     // A valid wg-quick file holds the interface's PrivateKey itself.
-    if let problem = ownerOnlyProblem(path, file.status, holding: "a private key") { throw Failure(problem) }
+    if let problem = file.file.ownerOnlyProblem(holding: "a private key") { throw Failure(problem) }
     return settings
+}
+
+extension RuntimeSettings {
+    /// The runtime holds a key or secret: WireGuard's keys, MeshGuard's identity seed, a callback
+    /// runtime's secret.
+    var holdsSecret: Bool {
+        switch self {
+        case .none: false
+        case .callback(let c): c.secret != .none
+        case .mesh, .wireguard: true
+        }
+    }
 }
 
 /// Parses, validates and resolves: everything short of touching the kernel.
@@ -122,6 +137,11 @@ extension CommandLine {
         // Validate in the caller's process so that errors reach the terminal
         // directly and nothing is started for a bad configuration.
         var settings = try loadSettings(path)
+        // A process holding a key or secret dumps no core and lets no one without CAP_SYS_PTRACE read it.
+        if settings.runtime.holdsSecret {
+            do { try ProcessControl.protectSecrets() } catch { throw Failure(error.description) }
+        }
+        if let notice = SecureBytes.takeLockFailureNotice() { printError("tunnelgate: warning: \(notice)") }
         let isolated = try namespace(netns)
         if detach { return try spawnDetached(path, netns: netns, settings: settings) }
 
@@ -133,6 +153,7 @@ extension CommandLine {
         // The runtime's library, symbols and secret are checked before the kernel is touched.
         let host: HostedRuntime?
         do { host = try makeRuntime(settings.runtime) } catch { throw fail(error.description) }
+        if let notice = SecureBytes.takeLockFailureNotice() { printError("tunnelgate: warning: \(notice)") }
         if let mesh = host as? MeshRuntimeHost {
             // "auto" in ipv4Settings.addresses: the node's own mesh IPv4, derived from its identity.
             do { settings = try settings.resolvingMeshAddress(mesh.identity.meshIPv4) } catch {

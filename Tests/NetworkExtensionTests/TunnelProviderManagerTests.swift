@@ -1,8 +1,12 @@
+import CTunnelgateShims
+import Foundation
+import Glibc
+import LinuxSystem
 @testable import NetworkExtension
 import XCTest
 
 /// The manager side without root: preferences in a temporary file, errors, status from an empty state
-/// directory, notifications, and what the provider host reads from its environment. Starting a real
+/// directory, notifications, and the configuration a manager hands the provider host (a sealed file, not the environment). Starting a real
 /// provider host is netns/tests/networkextension-manager.sh.
 final class TunnelProviderManagerTests: XCTestCase {
     var directory = ""
@@ -186,23 +190,40 @@ final class TunnelProviderManagerTests: XCTestCase {
         XCTAssertEqual(m.connection.status, .disconnected)
     }
 
-    func testHostEnvironment() {
-        let c = TunnelgateHostConfiguration.fromEnvironment(["TUNNELGATE_INTERFACE_NAME": "tgx",
-                                                             "TUNNELGATE_INCLUDE_ALL_NETWORKS": "1"])
-        XCTAssertEqual(c.interfaceName, "tgx")
-        XCTAssertTrue(c.includeAllNetworks)
-        XCTAssertFalse(c.excludeLocalNetworks)
-        XCTAssertEqual(TunnelgateHostConfiguration.fromEnvironment([:]).interfaceName, "tg0")
-
+    /// The manager's handoff to the host: a sealed memfd, read whole and closed by the host; anything
+    /// else at that descriptor (a file, an unsealed memfd) is not taken, and left open.
+    func testHostHandoffThroughASealedFile() throws {
         let json = NEVPNConnection.encodeOptions(["user": NSString(string: "alice"), "retries": NSNumber(value: 3)])
         XCTAssertEqual(json, #"{"retries":3,"user":"alice"}"#)
-        let options = TunnelgateHostConfiguration.startOptionsFromEnvironment(["TUNNELGATE_START_OPTIONS": json!])
-        XCTAssertEqual(options?["user"] as? NSString, "alice")
-        XCTAssertEqual((options?["retries"] as? NSNumber)?.intValue, 3)
-        XCTAssertNil(TunnelgateHostConfiguration.startOptionsFromEnvironment([:]))
+        let handoff = TunnelgateHostHandoff(
+            configuration: TunnelgateHostConfiguration(interfaceName: "tgx", includeAllNetworks: true),
+            serverAddress: "198.18.0.10", providerConfigurationJSON: #"{"mtu":1400,"token":"s3cret"}"#, startOptionsJSON: json)
+        let fd = try handoff.makeDescriptor()
+        XCTAssertEqual(fd.rawValue >= 0, true)
+        // Sealed: nobody, not even its maker, can change it.
+        XCTAssertThrowsError(try fd.writeAll([0x20]))
+        let taken = try XCTUnwrap(TunnelgateHostHandoff.take(from: fd))
+        XCTAssertEqual(taken.configuration.interfaceName, "tgx")
+        XCTAssertTrue(taken.configuration.includeAllNetworks)
+        XCTAssertFalse(taken.configuration.excludeLocalNetworks)
+        XCTAssertEqual(taken.serverAddress, "198.18.0.10")
+        XCTAssertEqual(taken.providerConfiguration?["mtu"] as? Int, 1400)
+        XCTAssertEqual(taken.startOptions?["user"] as? NSString, "alice")
+        XCTAssertEqual((taken.startOptions?["retries"] as? NSNumber)?.intValue, 3)
+        XCTAssertEqual(fcntl(fd.rawValue, F_GETFD), -1, "the host closed the descriptor once read")
 
-        let configuration = TunnelgateHostConfiguration.providerConfigurationFromEnvironment(
-            ["TUNNELGATE_PROVIDER_CONFIGURATION": #"{"mtu":1400}"#])
-        XCTAssertEqual(configuration?["mtu"] as? Int, 1400)
+        // A regular file with the same JSON is not a handoff (anyone who can open a file could plant one).
+        let path = NSTemporaryDirectory() + "handoff-\(getpid()).json"
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(handoff.encoded())))
+        defer { unlink(path) }
+        let plain = open(path, O_RDONLY | O_CLOEXEC)
+        XCTAssertNil(TunnelgateHostHandoff.take(from: FileDescriptor(rawValue: plain)))
+        XCTAssertNotEqual(fcntl(plain, F_GETFD), -1, "not ours: left open")
+        close(plain)
+        // Nor is an unsealed memfd of that name.
+        let unsealed = CTunnelgateShims_memfd_create(TunnelgateHostHandoff.fileName)
+        _ = handoff.encoded().withUnsafeBytes { write(unsealed, $0.baseAddress, $0.count) }
+        XCTAssertNil(TunnelgateHostHandoff.take(from: FileDescriptor(rawValue: unsealed)))
+        close(unsealed)
     }
 }

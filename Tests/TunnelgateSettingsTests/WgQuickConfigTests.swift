@@ -348,4 +348,92 @@ final class WgQuickConfigTests: XCTestCase {
         XCTAssertEqual(SecretKey(bytes: bytes), SecretKey(base64: Self.privateKey))
         XCTAssertNil(SecretKey(bytes: Array(bytes.dropLast())))
     }
+
+    // MARK: The keys never become Strings
+
+    /// An allocator that counts what it handed out, and keeps it, so the test can look at it.
+    final class CountingAllocator: SecretMemoryAllocator, @unchecked Sendable {
+        var handedOut: [UnprotectedSecretMemory] = []
+        func allocate(count: Int) -> (any SecretMemory)? {
+            let m = UnprotectedSecretMemory(count: count)
+            handedOut.append(m)
+            return m
+        }
+    }
+
+    func contents(_ text: String) -> UnprotectedSecretMemory {
+        let m = UnprotectedSecretMemory(count: text.utf8.count)
+        m.withUnsafeMutableBytes { $0.copyBytes(from: text.utf8) }
+        return m
+    }
+
+    func holds(_ memory: some SecretMemory, _ text: String) -> Bool {
+        memory.withUnsafeBytes { raw in
+            let needle = Array(text.utf8), hay = Array(raw)
+            guard hay.count >= needle.count else { return false }
+            return (0...(hay.count - needle.count)).contains { hay[$0..<($0 + needle.count)].elementsEqual(needle) }
+        }
+    }
+
+    func testKeysAreDecodedFromTheFilesBytesIntoTheGivenMemoryAndTheirTextOverwritten() throws {
+        let file = contents(Self.full)
+        let allocator = CountingAllocator()
+        let s = try WgQuickConfig.parse(contents: file, name: "wg0.conf", secretMemory: allocator)
+        let w = try wireguard(s)
+        XCTAssertFalse(holds(file, Self.privateKey), "the private key's text is gone from the file's bytes")
+        XCTAssertFalse(holds(file, Self.presharedKey), "and the preshared key's")
+        XCTAssertTrue(holds(file, Self.publicKey1), "public keys stay (they are read as text)")
+        XCTAssertEqual(allocator.handedOut.count, 2, "one memory per key, from the allocator given")
+        XCTAssertTrue(w.privateKey.memory === allocator.handedOut[0], "the settings hold that memory, not a copy")
+        XCTAssertTrue(w.peers[0].presharedKey?.memory === allocator.handedOut[1])
+        XCTAssertEqual(w.privateKey, SecretKey(base64: Self.privateKey))
+        XCTAssertEqual(w.peers[0].presharedKey, SecretKey(base64: Self.presharedKey))
+    }
+
+    func testKeyLinesAreFoundAsTheTextParserReadsThem() throws {
+        // CR LF endings, a key name in odd case and spacing, a key split by spaces and tabs (wg(8)
+        // removes white space), a comment after it.
+        let k = Self.privateKey
+        let spaced = String(k.prefix(10)) + " \t " + String(k.dropFirst(10))
+        let text = "[Interface]\r\n  pRiVaTeKeY\t=  \(spaced)   # mine\r\nAddress = 10.8.0.2/24\r\n"
+            + "[Peer]\r\nPublicKey = \(Self.publicKey1)\r\nPresharedKey=\(Self.presharedKey)\r\nAllowedIPs = 10.8.0.0/24\r\n"
+        let file = contents(text)
+        let w = try wireguard(try WgQuickConfig.parse(contents: file, name: "wg0.conf", secretMemory: UnprotectedSecretMemoryAllocator()))
+        XCTAssertEqual(w.privateKey, SecretKey(base64: k))
+        XCTAssertEqual(w.peers[0].presharedKey, SecretKey(base64: Self.presharedKey))
+        XCTAssertFalse(holds(file, String(k.dropFirst(10))))
+        XCTAssertFalse(holds(file, Self.presharedKey))
+    }
+
+    func testAKeyInTheWrongPlaceIsTakenOutTooAndRefusedWithoutItsValue() {
+        // Before any section, and in [Peer]: the text parser refuses both; the text is gone all the same.
+        let text = "PrivateKey = \(Self.privateKey)\n[Interface]\nPrivateKey = \(Self.privateKey)\n"
+            + "[Peer]\nPublicKey = \(Self.publicKey1)\nPrivateKey = \(Self.presharedKey)\n"
+        let file = contents(text)
+        XCTAssertThrowsError(try WgQuickConfig.parse(contents: file, name: "wg0.conf", secretMemory: UnprotectedSecretMemoryAllocator())) { error in
+            let problems = (error as? ConfigurationError)?.problems.map(\.description) ?? []
+            XCTAssertEqual(problems, ["wg0.conf:1: PrivateKey: outside a section (put it under [Interface] or [Peer])",
+                                      "wg0.conf:6: [Peer] PrivateKey: belongs in [Interface], not [Peer]"])
+            for p in problems { XCTAssertFalse(p.contains(Self.privateKey) || p.contains(Self.presharedKey)) }
+        }
+        XCTAssertFalse(holds(file, Self.privateKey))
+        XCTAssertFalse(holds(file, Self.presharedKey))
+    }
+
+    func testBase64DecodingIntoMemoryIsAsStrictAsWg() {
+        func decodes(_ text: String) -> Bool {
+            guard let d = Array(text.utf8).withUnsafeBytes({ SecretKey.decode(base64: $0, using: UnprotectedSecretMemoryAllocator()) }),
+                  case .key = d else { return false }
+            return true
+        }
+        XCTAssertTrue(decodes(Self.privateKey))
+        XCTAssertTrue(decodes(" \(Self.privateKey)\t"))
+        XCTAssertFalse(decodes(String(Self.privateKey.dropLast())), "no padding")
+        XCTAssertFalse(decodes(Self.privateKey + "="), "more after the padding")
+        XCTAssertFalse(decodes(String(Self.privateKey.dropLast(2)) + "B="), "unused low bits set")
+        XCTAssertFalse(decodes(String(Self.privateKey.dropLast(2)) + "*="), "not base64")
+        XCTAssertFalse(decodes("AA="), "too short")
+        XCTAssertNil(Base64Key.decode(String(Self.privateKey.prefix(10)) + " " + String(Self.privateKey.dropFirst(10))),
+                     "a public key in JSON has no spaces")
+    }
 }

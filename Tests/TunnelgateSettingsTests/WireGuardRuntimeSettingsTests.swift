@@ -5,9 +5,14 @@ import XCTest
 /// command's refusals (a file others can read).
 struct TableKeyFiles: SecretFileReader {
     var files: [String: Result<[UInt8], SecretFileFailure>]
-    func readSecretFile(_ path: String) -> Result<[UInt8], SecretFileFailure> {
-        files[path] ?? .failure(SecretFileFailure("\(path) does not exist"))
+    func readSecretFile(_ path: String) -> Result<any SecretMemory, SecretFileFailure> {
+        (files[path] ?? .failure(SecretFileFailure("\(path) does not exist"))).map { bytes in
+            let memory = UnprotectedSecretMemory(count: bytes.count)
+            memory.withUnsafeMutableBytes { $0.copyBytes(from: bytes) }
+            return memory
+        }
     }
+    var secretMemory: any SecretMemoryAllocator { UnprotectedSecretMemoryAllocator() }
 }
 
 /// `runtime.kind wireguard` in the JSON format: the same runtime as a wg-quick

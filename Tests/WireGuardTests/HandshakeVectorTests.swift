@@ -1,5 +1,6 @@
 import WireGuard
 import XCTest
+import TunnelgateSettings
 
 /// The handshake's exact bytes with fixed keys, compared with an independent transcription of
 /// whitepaper 5.4 in Python (Scripts/wireguard-handshake-vectors.py, over hashlib, hmac and the
@@ -12,7 +13,7 @@ final class HandshakeVectorTests: XCTestCase {
     let responderStatic = fixedKey(0x22)
     let initiatorEphemeral = fixedKey(0x33)
     let responderEphemeral = fixedKey(0x44)
-    let psk = [UInt8](repeating: 0x55, count: 32)
+    let psk = SecretKey(bytes: [UInt8](repeating: 0x55, count: 32))!
     let timestamp = hex("400000006553f10a00000000")
 
     let initiation = "01000000040302017b0d47d93427f8311160781c7c733fd89f88970aef490d8aa0ee19a4cb8a1b1481e498317da959fba46669572516a5e6c021bfa620bb6c56ca0082e1feae14988c2c64d024c617734a263f76a008df04d0f94bad8ee75ec8e1c26955d72d5dc0a3c87d5e6db7cf66723bf09dcbc0595bbe37451384922dda1f53280200000000000000000000000000000000"

@@ -58,7 +58,7 @@ final class UAPITests: XCTestCase {
             fwmark=4294967295
             replace_peers=true
             """))
-        XCTAssertEqual(c.privateKey, .some(bytes(privateHex)))
+        XCTAssertEqual(c.privateKey, .some(SecretKey(bytes: bytes(privateHex))))
         XCTAssertEqual(c.listenPort, 51_820)
         XCTAssertEqual(c.fwmark, 4_294_967_295)
         XCTAssertTrue(c.replacePeers)
@@ -76,7 +76,7 @@ final class UAPITests: XCTestCase {
         XCTAssertEqual(c.listenPort, 0)
         XCTAssertEqual(c.fwmark, 0)
         XCTAssertEqual(c.privateKey, .some(nil))
-        XCTAssertEqual(change("set=1\nprivate_key=\(privateHex.uppercased())\n")?.privateKey, .some(bytes(privateHex)))
+        XCTAssertEqual(change("set=1\nprivate_key=\(privateHex.uppercased())\n")?.privateKey, .some(SecretKey(bytes: bytes(privateHex))))
         XCTAssertEqual(change("set=1\nlisten_port=00080\n")?.listenPort, 80, "leading zeros, as strconv.ParseUint")
     }
 
@@ -87,7 +87,7 @@ final class UAPITests: XCTestCase {
         var expected = [UInt8](repeating: 0x11, count: 32)
         expected[0] = 0xf8
         expected[31] = 0x7f
-        XCTAssertEqual(c.privateKey, .some(expected))
+        XCTAssertEqual(c.privateKey, .some(SecretKey(bytes: expected)))
         // The public key is the same either way: X25519 clamps too.
         XCTAssertEqual(PrivateKey(bytes: expected)?.publicKey, PrivateKey(bytes: bytes(unclamped))?.publicKey)
     }
@@ -120,7 +120,7 @@ final class UAPITests: XCTestCase {
         XCTAssertEqual(c.peers.count, 2)
         let a = c.peers[0], b = c.peers[1]
         XCTAssertEqual(a.publicKey, bytes(peerHex))
-        XCTAssertEqual(a.presharedKey, .some(bytes(pskHex)))
+        XCTAssertEqual(a.presharedKey, .some(SecretKey(bytes: bytes(pskHex))))
         XCTAssertEqual(a.endpoint, Endpoint(address: .v4(IPv4Address("192.0.2.1")!), port: 51_820))
         XCTAssertEqual(a.persistentKeepalive, 25)
         XCTAssertTrue(a.replaceAllowedIPs)

@@ -3,6 +3,7 @@ import LinuxSystem
 import TunnelgateTestSupport
 import WireGuard
 import XCTest
+import TunnelgateSettings
 
 /// The protocol core against a real implementation: Debian's wireguard-go, in a private network
 /// namespace, over UDP on loopback. The test plays the peer 10.77.0.2 with `Handshake` and
@@ -28,13 +29,13 @@ final class WireGuardGoInteropTests: XCTestCase {
         inPrivateNetworkNamespace(cleanup: { peer.tearDown() }) {
             try peer.start(presharedKey: WireGuardCrypto.generatePrivateKey(), endpointPort: nil)
             let (initiation, state) = try Handshake.createInitiation(
-                localStatic: peer.ourKey, remoteStatic: peer.theirKey.publicKey, presharedKey: peer.presharedKey,
+                localStatic: peer.ourKey, remoteStatic: peer.theirKey.publicKey, presharedKey: peer.presharedKey.flatMap { SecretKey(bytes: $0) },
                 senderIndex: 0x5EED_0001, timestamp: InteropPeer.now(), cookie: nil)
             try peer.send(initiation)
 
             let (response, _) = try peer.receive { MessageType.classify($0) == .response }
             let keypair = try Handshake.consumeResponse(response, state: state, localStatic: peer.ourKey,
-                                                        presharedKey: peer.presharedKey)
+                                                        presharedKey: peer.presharedKey.flatMap { SecretKey(bytes: $0) })
             try peer.pingThroughTunnel(keypair: keypair)
         }
     }

@@ -3,7 +3,8 @@
 # by path, builds out of tree (its own .build) and its provider, written for Linux from scratch in
 # NetworkExtension's style, runs in C. EchoTunnelProvider answers ICMP echo requests itself by writing the
 # replies to packetFlow, so pings into the tunnel are answered by the provider — from addresses that
-# exist nowhere else. SIGTERM: stopTunnel, everything removed, C's kernel state as before.
+# exist nowhere else. Its interface name comes on descriptor 3 (netns/tests/handoff.py, as a manager
+# hands it over). SIGTERM: stopTunnel, everything removed, C's kernel state as before.
 #
 #   C: ping 10.9.0.1, $ELSEWHERE4 ──▶ tge (10.9.0.2/24) ──▶ echo-provider: readPacketObjects
 #                         ◀── echo replies ◀── writePacketObjects ◀──┘
@@ -32,13 +33,16 @@ tg_topology_up
 tg_snapshot "$NS_C" "$TG_TMP/before"
 
 count_file=$TG_TMP/answered
-ip netns exec "$NS_C" env TUNNELGATE_INTERFACE_NAME=tge ECHO_REMOTE="$CARRIER4" \
-  ECHO_ROUTES="10.9.0.0/24,$ELSEWHERE4/32" ECHO_COUNT_FILE="$count_file" \
-  "$PROVIDER" >"$TG_TMP/provider.log" 2>&1 &
+# The host's configuration on its descriptor 3, as a manager's startVPNTunnel hands it over (never in the
+# environment): netns/tests/handoff.py.
+ip netns exec "$NS_C" env ECHO_REMOTE="$CARRIER4" ECHO_ROUTES="10.9.0.0/24,$ELSEWHERE4/32" ECHO_COUNT_FILE="$count_file" \
+  python3 "$TG_ROOT/netns/tests/handoff.py" '{"interfaceName": "tge"}' "$PROVIDER" >"$TG_TMP/provider.log" 2>&1 &
 provider_pid=$!
 
 tge_connected() { grep -q '"status" *: *"connected"' "$(tg_state_dir "$NS_C")/tge.state" 2>/dev/null; }
-wait_for "the echo provider's tunnel is connected (interface name from TUNNELGATE_INTERFACE_NAME)" 15 tge_connected
+wait_for "the echo provider's tunnel is connected (interface name from the handoff on descriptor 3)" 15 tge_connected
+check_eq "... the host read the handoff and closed it (no descriptor of it left)" "" \
+  "$(ls -l "/proc/$provider_pid/fd" 2>/dev/null | grep 'memfd:tunnelgate-host-configuration')"
 check_match "tge has the provider's 10.9.0.2/24" 'inet 10\.9\.0\.2/24 ' "$(ip -n "$NS_C" addr show dev tge 2>&1)"
 check_route "$ELSEWHERE4 is looked up into tge (includedRoutes)" "$NS_C" "$ELSEWHERE4" tge
 check_route "tunnelRemoteAddress $CARRIER4 is kept off the tunnel" "$NS_C" "$CARRIER4" eth0

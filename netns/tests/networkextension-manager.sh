@@ -55,6 +55,13 @@ check_eq "the tunnel's owner is the provider host the manager spawned" "$(readli
 check_eq "... in a session of its own (setsid)" "${owner:-x}" "$(awk '{print $6}' "/proc/${owner:-0}/stat" 2>&1)"
 check_match "... writing its log to the state directory's tg0.log" 'startTunnel completed: connected' \
   "$(cat "$state_dir/tg0.log" 2>&1)"
+# Its configuration came on descriptor 3 (a sealed memfd the host read and closed), not in its environment.
+check_eq "... with no TUNNELGATE_ configuration in its environment" "" \
+  "$(tr '\0' '\n' <"/proc/${owner:-0}/environ" 2>&1 | grep -E '^TUNNELGATE_(INTERFACE_NAME|SERVER_ADDRESS|PROVIDER_CONFIGURATION|START_OPTIONS|INCLUDE_ALL_NETWORKS|EXCLUDE_LOCAL_NETWORKS)=')"
+check_eq "... and no descriptor left of the handoff it read" "" \
+  "$(ls -l "/proc/${owner:-0}/fd" 2>&1 | grep 'memfd:tunnelgate-host-configuration')"
+check_match "... not dumpable: no core limit, soft or hard (PR_SET_DUMPABLE 0 and RLIMIT_CORE 0)" '^Max core file size +0 +0 ' \
+  "$(cat "/proc/${owner:-0}/limits" 2>&1)"
 check_match "tg0 has the provider's 10.8.0.2/24" 'inet 10\.8\.0\.2/24 ' "$(ip -n "$NS_C" addr show dev tg0 2>&1)"
 wait_for "$ELSEWHERE4 is looked up into tg0" 5 route_is "$NS_C" "$ELSEWHERE4" tg0
 tg_run in_c "$MANAGER" status
@@ -121,6 +128,15 @@ tg_run in_c "$MANAGER" last-error
 check_eq "[again] ... and the last run's error no longer applies" none "$TG_OUT"
 tg_run in_c "$MANAGER" stop
 check_rc "[again] and stops" 0
+
+# --- a provider executable others could change is not run (StrictModes) -------------------------------------
+cp "$PROVIDER" "$TG_TMP/provider-group"
+chmod 775 "$TG_TMP/provider-group"
+tg_run in_c "$MANAGER" start --provider "$TG_TMP/provider-group" --server "$CARRIER4" -- --provider counting --name tg0
+check_rc "[trust] startVPNTunnel of a group-writable provider executable fails" 1
+check_match "[trust] ... with NEVPNError.configurationInvalid naming it, its mode and owner" \
+  "providerBundleIdentifier: $(printf '%s' "$TG_TMP/provider-group" | sed 's/[.]/\\./g'): writable by its group \\(mode 0775, owner root\\); refusing it" "$TG_ERR"
+check_eq "[trust] ... and runs nothing" "" "$(pgrep -f "$TG_TMP/provider-group")"
 
 check_fails "tg0 is gone" ip -n "$NS_C" link show dev tg0
 check_eq "C's resolv.conf is back" "$resolv_before" "$(cat "$resolv" 2>&1)"

@@ -16,12 +16,12 @@
 # `status --watch` shows connecting, connected, disconnecting, disconnected in order (a slow start).
 # A runtime that fails while running: the host logs its error verbatim; without a kill switch the tunnel
 # is removed, with one the switch stays (nothing else leaves C) until `down`.
-# A runtime that refuses to start, a missing symbol, a loose or foreign secret file, a missing secret
-# variable each give a clear error and leave the kernel untouched; `message` round-trips; malformed
+# A runtime that refuses to start, a missing symbol, a loose or foreign secret file, a secret in the
+# environment (secretEnvironment) each give a clear error and leave the kernel untouched; `message` round-trips; malformed
 # packets from the runtime (not IP, truncated, over the MTU) are dropped and counted.
-# The secret: taken from secretEnvironment as from secretFile; scrubbed ("[secret]") where a runtime
-# quotes it (status, a message reply, a start error); on no live command line, nor in an environment
-# it was not given in; in no output, plan, status, --watch line, log or state file (copied while up).
+# The secret: taken from secretFile (secretEnvironment is refused); scrubbed ("[secret]") where a runtime
+# quotes it (status, a message reply, a start error); on no live command line, nor in an environment;
+# in no output, plan, status, --watch line, log or state file (copied while up).
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 tg_trap_cleanup
@@ -319,14 +319,13 @@ check_eq "[lifecycle] status --watch printed connecting, connected, disconnectin
   "$(printf '%s\n' connecting connected disconnecting disconnected)" \
   "$(jq -r .status "$TG_TMP/watch" | grep -vx reasserting | uniq)"
 
-# --- the secret from the environment, and scrubbed where a runtime quotes it ------------------------------
-# tga takes the secret from a variable (secretEnvironment) and tgb from its file: traffic crossing means
-# both derived the same key. tga's runtime quotes the secret in its status (--note, a test hook); the host
-# must replace it with "[secret]" in status and in the reply to `message stats`.
-config_a callback ', "--note", "the server quoted '"$SECRET"' back"' "" "" '"secretEnvironment": "TG_RUNTIME_SECRET"'
-TG_RUNTIME_SECRET=$(<"$secret") run ip netns exec "$NS_C" "$TG" up "$TG_TMP/a.json" --detach
-check_rc "[secretEnvironment] tga up" 0
-check_ping "[secretEnvironment] the tunnel works: both sides derived the same key" "$NS_C" 10.60.0.2
+# --- the secret scrubbed where a runtime quotes it; secretEnvironment refused ------------------------------
+# tga's runtime quotes the secret in its status (--note, a test hook); the host must replace it with
+# "[secret]" in status and in the reply to `message stats`. tgb (still up) derived its key from the same file.
+config_a callback ', "--note", "the server quoted '"$SECRET"' back"' "" ""
+run ip netns exec "$NS_C" "$TG" up "$TG_TMP/a.json" --detach
+check_rc "[scrub] tga up" 0
+check_ping "[scrub] the tunnel works: both sides derived the same key" "$NS_C" 10.60.0.2
 run ip netns exec "$NS_C" "$TG" status tga --json
 check_eq "[scrub] status --json shows the runtime's note with the secret replaced" \
   "the server quoted [secret] back" "$(jq -r .runtime.note <<<"$TG_OUT")"
@@ -334,14 +333,20 @@ run ip netns exec "$NS_C" "$TG" message tga stats
 check_eq "[scrub] ... and so does the runtime's reply to a message" \
   "the server quoted [secret] back" "$(jq -r .note <<<"$TG_OUT")"
 check "[scrub] the state file holds the scrubbed note" grep -qF 'quoted [secret] back' "$(tg_state_dir "$NS_C")/tga.state"
-# tga was given the secret in its environment: once read, the owner overwrites and unsets it.
-check_processes_clean "[secretEnvironment] the owner's environment no longer holds the secret" environ
-check_processes_clean "[secretEnvironment] the secret is on no command line of a live tunnelgate" cmdline
+check_processes_clean "[scrub] the secret is in no environment of a live tunnelgate" environ
+check_processes_clean "[scrub] ... and on no command line" cmdline
 down_pair
+# A secret in the environment reaches everything started with that environment and stays in the initial
+# environment block: refused by validate and up, naming the key, before anything is touched, and the
+# value (set here) is never echoed.
 config_a callback "" "" "" '"secretEnvironment": "TG_RUNTIME_SECRET"'
-run ip netns exec "$NS_C" "$TG" up "$TG_TMP/a.json" --detach
-check_rc "[secretEnvironment] without the variable: up fails" 1
-check_match "... naming it" 'runtime\.secretEnvironment: the environment has no variable TG_RUNTIME_SECRET' "$TG_ERR"
+TG_RUNTIME_SECRET=$(<"$secret") run ip netns exec "$NS_C" "$TG" validate "$TG_TMP/a.json"
+check_rc "[secretEnvironment] validate refuses it" 1
+check_match "... naming the key and what to use instead" 'runtime\.secretEnvironment: refused: .*secretFile' "$TG_ERR"
+TG_RUNTIME_SECRET=$(<"$secret") run ip netns exec "$NS_C" "$TG" up "$TG_TMP/a.json" --detach
+check_rc "[secretEnvironment] up refuses it" 1
+check_match "... with the same line" 'runtime\.secretEnvironment: refused: ' "$TG_ERR"
+check_eq "... and starts no tunnelgate process" "" "$(tg_tunnel_pids "$NS_C")"
 
 # --- a runtime whose carrier does not answer yet ----------------------------------------------------------
 # tga alone (no peer), silent after 1 ms: its status says reconnecting, with its interface, from the first
@@ -437,7 +442,7 @@ chown 65534 "$TG_TMP/secret-foreign"
 config_a callback "" "" "" "\"secretFile\": \"$TG_TMP/secret-foreign\""
 run ip netns exec "$NS_C" "$TG" up "$TG_TMP/a.json" --detach
 check_rc "a secret file owned by another user (uid 65534): up fails" 1
-check_match "... saying whose it is" "secret-foreign belongs to uid 65534, not to uid $(id -u)" "$TG_ERR"
+check_match "... saying whose it is" "secret-foreign: owned by another user \\(mode 0600, owner uid 65534\\); refusing it" "$TG_ERR"
 config_a callback "" ""
 sed -i "s|$LIB|/nonexistent/libnothing.so|" "$TG_TMP/a.json"
 run ip netns exec "$NS_C" "$TG" up "$TG_TMP/a.json" --detach

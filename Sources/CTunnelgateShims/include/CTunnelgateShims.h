@@ -84,4 +84,56 @@ int CTunnelgateShims_send_batch(int fd, const void *buffers, size_t slot_size, c
                                 const void *addresses, size_t address_size, const unsigned *addresslengths,
                                 int *segmentation, unsigned *segmented_sends);
 
+// --- Secrets: memory that holds keys, and the process that holds them ---------------------------------
+
+/// explicit_bzero(3): overwrites `length` bytes with zeros in a way the compiler may not drop as a
+/// dead store (the memory is about to be unmapped or freed).
+void CTunnelgateShims_wipe(void *pointer, size_t length);
+
+/// prctl(PR_SET_DUMPABLE, 0): no core dump, and only a tracer with CAP_SYS_PTRACE may attach to or read
+/// the process (/proc/PID/mem). 0, or -1 with errno set. Reset by execve: every process sets it itself.
+int CTunnelgateShims_set_not_dumpable(void);
+
+/// prctl(PR_GET_DUMPABLE): 0, 1 or 2, or -1 with errno set.
+int CTunnelgateShims_dumpable(void);
+
+/// setrlimit(RLIMIT_CORE, {0, 0}): no core file, and the process cannot raise the limit again.
+/// 0, or -1 with errno set.
+int CTunnelgateShims_disable_core_dumps(void);
+
+/// getrlimit(RLIMIT_MEMLOCK)'s soft limit in bytes (RLIM_INFINITY as UINT64_MAX), or -1 with errno set
+/// (then *bytes is untouched).
+int CTunnelgateShims_memlock_limit(uint64_t *bytes);
+
+/// MADV_DONTDUMP and MADV_WIPEONFORK (not in every libc's headers Swift sees).
+int CTunnelgateShims_madv_dontdump(void);
+int CTunnelgateShims_madv_wipeonfork(void);
+
+/// memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING): an anonymous file only descriptors name.
+/// The fd, or -1 with errno set.
+int CTunnelgateShims_memfd_create(const char *name);
+
+/// fcntl(F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL): the memfd's content
+/// can no longer change. 0, or -1 with errno set.
+int CTunnelgateShims_seal_memfd(int fd);
+
+/// fcntl(F_GET_SEALS): the seals of a memfd (F_SEAL_* bits), or -1 with errno set.
+int CTunnelgateShims_memfd_seals(int fd);
+
+/// The F_SEAL_* bits of a fully sealed memfd (what CTunnelgateShims_seal_memfd adds).
+int CTunnelgateShims_all_seals(void);
+
+// --- Files opened one component at a time (TrustedFile) --------------------------------------------------
+
+/// O_PATH: a descriptor that names a file without opening it for I/O (also a symbolic link, with
+/// O_NOFOLLOW).
+int CTunnelgateShims_o_path(void);
+
+/// openat(2) (variadic in C): `mode` is used only with O_CREAT.
+int CTunnelgateShims_openat(int dirfd, const char *name, int flags, mode_t mode);
+
+/// readlinkat(fd, "", buffer, size) of an O_PATH | O_NOFOLLOW descriptor of a symbolic link: its
+/// target as stored. The length, or -1 with errno set.
+long CTunnelgateShims_readlink_fd(int fd, char *buffer, size_t size);
+
 #endif

@@ -926,7 +926,7 @@ public final class WireGuardDevice: @unchecked Sendable {
             }
         }
         if let key = change.privateKey {
-            guard let key, let newKey = PrivateKey(bytes: key) else {
+            guard let key, let newKey = PrivateKey(key) else {
                 throw UAPI.Failure(errno: EINVAL, description: "private_key: removing the key is not supported")
             }
             privateKey = newKey
@@ -983,11 +983,15 @@ public final class WireGuardDevice: @unchecked Sendable {
             // wg(8) connects and closes without a word to see whether an interface is there.
             if lines.isEmpty { continue }
             var reply: String
+            // A get answer carries the keys in hex: built in secure memory, wiped once sent.
+            var answer: SecretText?
             // wg(8) reads a set reply's errno as negative (as wireguard-go writes it), a get reply's as digits.
             let isSet = lines.first == "set=1"
             do throws(UAPI.Failure) {
                 switch try UAPI.parse(lines) {
-                case .get: reply = uapiGet() + "errno=0\n\n"
+                case .get:
+                    answer = uapiGet()
+                    reply = answer == nil ? "errno=\(ENOMEM)\n\n" : "errno=0\n\n"
                 case .set(let change):
                     try apply(change, now: now)
                     reply = "errno=0\n\n"
@@ -996,32 +1000,60 @@ public final class WireGuardDevice: @unchecked Sendable {
                 log("wg API: \(error.description)")
                 reply = "errno=\(isSet ? -error.errno : error.errno)\n\n"
             }
-            // MSG_NOSIGNAL: a client that hung up must not SIGPIPE the tunnel's process.
-            let bytes = Array(reply.utf8)
-            var offset = 0
-            while offset < bytes.count {
-                let n = bytes[offset...].withUnsafeBytes { Glibc.send(connection.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { break }
-                offset += n
+            if let answer, (try? answer.append(reply)) != nil {
+                answer.withUnsafeBytes { send(connection, $0) }
+            } else {
+                Array(reply.utf8).withUnsafeBytes { send(connection, $0) }
             }
         }
     }
 
-    private func uapiGet() -> String {
-        var out = "private_key=\(UAPI.hex(privateKey.bytes))\nlisten_port=\(listenPort)\n"
-        if fwmark != 0 { out += "fwmark=\(fwmark)\n" }
-        for peer in peers.values.sorted(by: { $0.id < $1.id }) {
-            out += "public_key=\(UAPI.hex(peer.publicKey.bytes))\n"
-            out += "preshared_key=\(UAPI.hex(peer.presharedKey ?? [UInt8](repeating: 0, count: 32)))\n"
-            out += "protocol_version=1\n"
-            if let endpoint = peer.endpoint { out += "endpoint=\(endpoint)\n" }
-            out += "last_handshake_time_sec=\(peer.lastHandshake.seconds)\n"
-            out += "last_handshake_time_nsec=\(peer.lastHandshake.nanoseconds)\n"
-            out += "tx_bytes=\(peer.txBytes)\nrx_bytes=\(peer.rxBytes)\n"
-            out += "persistent_keepalive_interval=\(peer.persistentKeepalive)\n"
-            for prefix in allowed.prefixes(of: peer.id) { out += "allowed_ip=\(prefix)\n" }
+    /// Writes all of `bytes` to a UAPI client. MSG_NOSIGNAL: a client that hung up must not SIGPIPE
+    /// the tunnel's process.
+    private func send(_ connection: FileDescriptor, _ bytes: UnsafeRawBufferPointer) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = Glibc.send(connection.rawValue, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            offset += n
         }
+    }
+
+    /// The `get=1` answer (without its errno line), in secure memory; nil when none could be mapped.
+    private func uapiGet() -> SecretText? {
+        do throws(SystemCallError) {
+            let out = try SecretText(capacity: 4096 + 1024 * peers.count)
+            try out.append("private_key=")
+            let result = privateKey.withUnsafeBytes { key in Result { () throws(SystemCallError) in try out.appendHex(key) } }
+            try result.get()
+            try out.append("\nlisten_port=\(listenPort)\n")
+            if fwmark != 0 { try out.append("fwmark=\(fwmark)\n") }
+            for peer in peers.values.sorted(by: { $0.id < $1.id }) {
+                try out.append("public_key=\(UAPI.hex(peer.publicKey.bytes))\npreshared_key=")
+                if let psk = peer.presharedKey {
+                    try psk.withUnsafeBytes { key in Result { () throws(SystemCallError) in try out.appendHex(key) } }.get()
+                } else {
+                    try out.append(String(repeating: "0", count: 64))
+                }
+                try out.append("\n" + uapiPeerLines(peer))
+            }
+            return out
+        } catch {
+            log("wg API: no secure memory for the get answer: \(error)")
+            return nil
+        }
+    }
+
+    /// A peer's public `get` lines after its preshared key.
+    private func uapiPeerLines(_ peer: Peer) -> String {
+        var out = "protocol_version=1\n"
+        if let endpoint = peer.endpoint { out += "endpoint=\(endpoint)\n" }
+        out += "last_handshake_time_sec=\(peer.lastHandshake.seconds)\n"
+        out += "last_handshake_time_nsec=\(peer.lastHandshake.nanoseconds)\n"
+        out += "tx_bytes=\(peer.txBytes)\nrx_bytes=\(peer.rxBytes)\n"
+        out += "persistent_keepalive_interval=\(peer.persistentKeepalive)\n"
+        for prefix in allowed.prefixes(of: peer.id) { out += "allowed_ip=\(prefix)\n" }
         return out
     }
 

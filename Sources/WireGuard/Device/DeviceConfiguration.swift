@@ -5,13 +5,14 @@ import TunnelgateSettings
 public struct DeviceConfiguration: Sendable {
     public struct PeerConfiguration: Sendable {
         public var publicKey: WireGuardKey
-        public var presharedKey: [UInt8]?
+        /// In the configuration's secret memory, shared (the settings' SecretKey), not copied.
+        public var presharedKey: SecretKey?
         public var endpoint: Endpoint?
         public var allowedIPs: [IPPrefix]
         /// Seconds; 0 is off.
         public var persistentKeepalive: UInt16
 
-        public init(publicKey: WireGuardKey, presharedKey: [UInt8]?, endpoint: Endpoint?, allowedIPs: [IPPrefix], persistentKeepalive: UInt16) {
+        public init(publicKey: WireGuardKey, presharedKey: SecretKey?, endpoint: Endpoint?, allowedIPs: [IPPrefix], persistentKeepalive: UInt16) {
             self.publicKey = publicKey
             self.presharedKey = presharedKey
             self.endpoint = endpoint
@@ -20,6 +21,7 @@ public struct DeviceConfiguration: Sendable {
         }
     }
 
+    /// In the configuration's secret memory (`PrivateKey(_: SecretKey)`): the device's one copy.
     public var privateKey: PrivateKey
     /// 0 picks a free port.
     public var listenPort: UInt16

@@ -19,7 +19,8 @@ struct Session {
 final class Peer {
     let id: Int
     let publicKey: WireGuardKey
-    var presharedKey: [UInt8]?
+    /// In secret memory (the configuration's, or the UAPI parser's): never copied.
+    var presharedKey: SecretKey?
     var endpoint: Endpoint?
     /// Seconds; 0 is off.
     var persistentKeepalive: UInt16 = 0

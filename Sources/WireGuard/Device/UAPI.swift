@@ -28,7 +28,7 @@ enum UAPI {
     }
 
     struct InterfaceChange: Equatable {
-        var privateKey: [UInt8]??        // .some(nil): remove the key (all zero)
+        var privateKey: SecretKey??      // .some(nil): remove the key (all zero); in guarded memory
         var listenPort: UInt16?
         var fwmark: UInt32?
         var replacePeers = false
@@ -39,7 +39,7 @@ enum UAPI {
         var publicKey: [UInt8]
         var remove = false
         var updateOnly = false
-        var presharedKey: [UInt8]??      // .some(nil): remove it (all zero)
+        var presharedKey: SecretKey??    // .some(nil): remove it (all zero); in guarded memory
         var endpoint: Endpoint?
         var persistentKeepalive: UInt16?
         /// Drop the peer's prefixes before adding `allowedIPs` (which then holds only the
@@ -72,8 +72,7 @@ enum UAPI {
                 case "remove": p.remove = try flag(value, key)
                 case "update_only": p.updateOnly = try flag(value, key)
                 case "preshared_key":
-                    let k = try hexKey(value, key)
-                    p.presharedKey = k.allSatisfy { $0 == 0 } ? .some(nil) : .some(k)
+                    p.presharedKey = .some(try secretHexKey(value, key, clamp: false))
                 case "endpoint":
                     // An IP literal and a port, [IPv6] bracketed, as netip.ParseAddrPort takes them.
                     // Port 0 is refused (wireguard-go accepts it and then cannot send), and so is an
@@ -101,15 +100,8 @@ enum UAPI {
             }
             switch key {
             case "private_key":
-                var k = try hexKey(value, key)
-                if k.allSatisfy({ $0 == 0 }) {
-                    change.privateKey = .some(nil)
-                } else {
-                    // Clamped as X25519 uses it and as wireguard-go stores it, so `get` shows the same key.
-                    k[0] &= 248
-                    k[31] = (k[31] & 127) | 64
-                    change.privateKey = .some(k)
-                }
+                // Clamped as X25519 uses it and as wireguard-go stores it, so `get` shows the same key.
+                change.privateKey = .some(try secretHexKey(value, key, clamp: true))
             case "listen_port":
                 // 0 asks for any free port, as in wireguard-go.
                 guard let n = decimal(value, max: UInt16.max) else { throw .invalid("listen_port: not a port 0–65535") }
@@ -173,7 +165,7 @@ enum UAPI {
     /// change `parse` produced; the fuzz target checks it.
     static func format(_ change: InterfaceChange) -> [String] {
         var lines = ["set=1"]
-        if let key = change.privateKey { lines.append("private_key=\(hex(key ?? zeroKey))") }
+        if let key = change.privateKey { lines.append("private_key=\(key.map(secretHex) ?? hex(zeroKey))") }
         if let port = change.listenPort { lines.append("listen_port=\(port)") }
         if let mark = change.fwmark { lines.append("fwmark=\(mark)") }
         if change.replacePeers { lines.append("replace_peers=true") }
@@ -181,7 +173,7 @@ enum UAPI {
             lines.append("public_key=\(hex(peer.publicKey))")
             if peer.remove { lines.append("remove=true") }
             if peer.updateOnly { lines.append("update_only=true") }
-            if let psk = peer.presharedKey { lines.append("preshared_key=\(hex(psk ?? zeroKey))") }
+            if let psk = peer.presharedKey { lines.append("preshared_key=\(psk.map(secretHex) ?? hex(zeroKey))") }
             if let endpoint = peer.endpoint { lines.append("endpoint=\(endpoint)") }
             if let interval = peer.persistentKeepalive { lines.append("persistent_keepalive_interval=\(interval)") }
             if peer.replaceAllowedIPs { lines.append("replace_allowed_ips=true") }
@@ -203,6 +195,43 @@ enum UAPI {
             out[i] = hi << 4 | lo
         }
         return out
+    }
+
+    /// A secret key's 64 hex digits, decoded digit by digit straight into guarded memory (no array of
+    /// the key is made); nil for the all-zero key (removal). `clamp`: as an X25519 private key.
+    static func secretHexKey(_ value: Substring, _ key: Substring, clamp: Bool) throws(Failure) -> SecretKey? {
+        let digits = value.utf8
+        guard digits.count == 64 else { throw .invalid("\(key): not 64 hex digits") }
+        guard let memory = SodiumSecretMemory(count: 32) else { throw .invalid("\(key): no memory for the key") }
+        let ok = memory.withUnsafeMutableBytes { out -> Bool in
+            var i = digits.startIndex
+            for n in 0..<32 {
+                guard let hi = hexValue(digits[i]) else { return false }
+                i = digits.index(after: i)
+                guard let lo = hexValue(digits[i]) else { return false }
+                i = digits.index(after: i)
+                out[n] = hi << 4 | lo
+            }
+            return true
+        }
+        guard ok else {
+            memory.wipe()
+            throw .invalid("\(key): not 64 hex digits")
+        }
+        let zero = memory.withUnsafeBytes { $0.allSatisfy { $0 == 0 } }
+        if zero { return nil }
+        if clamp {
+            memory.withUnsafeMutableBytes { k in
+                k[0] &= 248
+                k[31] = (k[31] & 127) | 64
+            }
+        }
+        return SecretKey(memory: memory)
+    }
+
+    /// The hex of a secret key, as a String: for `format` (tests, the fuzz target), never the device.
+    static func secretHex(_ key: SecretKey) -> String {
+        key.withUnsafeBytes { hex(Array($0)) }
     }
 
     static func hex(_ bytes: [UInt8]) -> String {

@@ -1,3 +1,5 @@
+import CSodium
+
 /// BLAKE2s (RFC 7693): the hash under WireGuard's HASH, MAC, HMAC and KDF. libsodium only has
 /// BLAKE2b, so it is written here from the RFC's description (section 3) and checked against the
 /// RFC's Appendix B and Appendix E vectors.
@@ -108,7 +110,7 @@ public struct BLAKE2s: Sendable {
         }
         compressBuffer(isLast: true)
         bufferCount = 0
-        let words = state
+        var words = state
         withUnsafeBytes(of: words) { raw in
             // The digest is h in little-endian byte order, truncated.
             for i in 0..<outputLength {
@@ -116,6 +118,11 @@ public struct BLAKE2s: Sendable {
                 out.storeBytes(of: UInt8(truncatingIfNeeded: word >> (8 * UInt32(i % 4))), toByteOffset: i, as: UInt8.self)
             }
         }
+        // The buffer held the last input (a key, a preshared key) and the state is a keyed hash's:
+        // neither is left behind where the hasher lived (sodium_memzero, not optimised away).
+        withUnsafeMutableBytes(of: &words) { sodium_memzero($0.baseAddress!, $0.count) }
+        withUnsafeMutableBytes(of: &buffer) { sodium_memzero($0.baseAddress!, $0.count) }
+        withUnsafeMutableBytes(of: &state) { sodium_memzero($0.baseAddress!, $0.count) }
     }
 
     /// One-shot hash of the concatenation of `parts`.
@@ -126,8 +133,9 @@ public struct BLAKE2s: Sendable {
     }
 
     private mutating func compressBuffer(isLast: Bool) {
-        let copy = buffer
+        var copy = buffer
         withUnsafeBytes(of: copy) { compress(block: $0.baseAddress!, isLast: isLast) }
+        withUnsafeMutableBytes(of: &copy) { sodium_memzero($0.baseAddress!, $0.count) }
     }
 
     /// The compression function F (RFC 7693 section 3.2) over one 64-byte block at `block`.

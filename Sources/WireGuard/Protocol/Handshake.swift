@@ -1,3 +1,5 @@
+import TunnelgateSettings
+
 /// The Noise_IKpsk2 handshake of whitepaper 5.4.2-5.4.4, as functions from inputs to message
 /// bytes and states: no sockets, no clock (the caller passes the timestamp) and no state of its
 /// own. Each function names the whitepaper step it implements; C is the chaining key, H the hash,
@@ -10,6 +12,12 @@
 public enum Handshake {
     /// The pre-shared key used when none is configured (Q = 0^32).
     static let zeroPresharedKey = [UInt8](repeating: 0, count: WireGuardCrypto.keyLength)
+
+    /// C, τ, κ = KDF3(C, Q): the pre-shared key read in place from its secret memory (or zeros).
+    static func mixPresharedKey(_ c: [UInt8], _ presharedKey: SecretKey?) -> ([UInt8], [UInt8], [UInt8]) {
+        guard let presharedKey else { return WireGuardCrypto.kdf3(key: c, input: zeroPresharedKey) }
+        return presharedKey.withUnsafeBytes { WireGuardCrypto.kdf3(key: c, input: $0) }
+    }
 
     /// C = HASH(CONSTRUCTION), the same for every handshake.
     static let initialChainingKey = WireGuardCrypto.hash(WireGuardProtocol.construction)
@@ -32,19 +40,18 @@ public enum Handshake {
     /// `remoteStatic`, and the state `consumeResponse` needs.
     ///
     /// - Parameters:
-    ///   - presharedKey: the peer's 32-byte pre-shared key, or nil for none (zeros). Only checked
-    ///     here; it enters the handshake in `consumeResponse`.
+    ///   - presharedKey: the peer's pre-shared key, or nil for none (zeros). It enters the handshake
+    ///     in `consumeResponse`.
     ///   - senderIndex: our fresh random index for this handshake.
     ///   - timestamp: `WireGuardCrypto.tai64n(...)` of now, 12 bytes.
     ///   - cookie: the 16-byte cookie from the peer's last cookie reply while younger than
     ///     `cookieRefreshTime`, for mac2; nil writes a zero mac2.
     ///   - ephemeral: the ephemeral key; nil (the default) generates one. For tests.
-    public static func createInitiation(localStatic: PrivateKey, remoteStatic: WireGuardKey, presharedKey: [UInt8]?,
+    public static func createInitiation(localStatic: PrivateKey, remoteStatic: WireGuardKey, presharedKey: SecretKey?,
                                         senderIndex: UInt32, timestamp: [UInt8], cookie: [UInt8]?,
                                         ephemeral: PrivateKey? = nil)
         throws(WireGuardProtocolError) -> (message: [UInt8], state: InitiatorState)
     {
-        try checkPresharedKey(presharedKey)
         try checkCookie(cookie)
         guard timestamp.count == WireGuardCrypto.timestampLength else {
             throw .invalidLength(what: "timestamp", expected: WireGuardCrypto.timestampLength, actual: timestamp.count)
@@ -99,10 +106,9 @@ public enum Handshake {
     /// empty payload, which only the holder of the responder's static key (and the same
     /// pre-shared key) can produce.
     public static func consumeResponse(_ message: UnsafeRawBufferPointer, state: InitiatorState,
-                                       localStatic: PrivateKey, presharedKey: [UInt8]?)
+                                       localStatic: PrivateKey, presharedKey: SecretKey?)
         throws(WireGuardProtocolError) -> Keypair
     {
-        try checkPresharedKey(presharedKey)
         guard MessageType.classify(message) == .response else {
             throw .malformedMessage(expected: .response, length: message.count)
         }
@@ -128,7 +134,7 @@ public enum Handshake {
         c = WireGuardCrypto.kdf1(key: c, input: se)
 
         // C_r, τ, κ = KDF3(C_r, Q); H_r = HASH(H_r ‖ τ); msg.empty = AEAD(κ, 0, ε, H_r)
-        var (c3, tau, k) = WireGuardCrypto.kdf3(key: c, input: presharedKey ?? zeroPresharedKey)
+        var (c3, tau, k) = mixPresharedKey(c, presharedKey)
         defer {
             Sodium.wipe(&c3)
             Sodium.wipe(&tau)
@@ -146,7 +152,7 @@ public enum Handshake {
 
     /// `consumeResponse` over an array.
     public static func consumeResponse(_ message: [UInt8], state: InitiatorState, localStatic: PrivateKey,
-                                       presharedKey: [UInt8]?) throws(WireGuardProtocolError) -> Keypair {
+                                       presharedKey: SecretKey?) throws(WireGuardProtocolError) -> Keypair {
         try withBytes(message) { (raw) throws(WireGuardProtocolError) in
             try consumeResponse(raw, state: state, localStatic: localStatic, presharedKey: presharedKey)
         }
@@ -219,15 +225,14 @@ public enum Handshake {
     /// received the initiator's first transport message).
     ///
     /// - Parameters:
-    ///   - presharedKey: the peer's 32-byte pre-shared key, or nil for none (zeros).
+    ///   - presharedKey: the peer's pre-shared key, or nil for none (zeros).
     ///   - senderIndex: our fresh random index; the initiator's transport messages will carry it.
     ///   - cookie: the peer's cookie for mac2, as for `createInitiation`.
     ///   - ephemeral: the ephemeral key; nil (the default) generates one. For tests.
-    public static func createResponse(to initiation: ReceivedInitiation, presharedKey: [UInt8]?, senderIndex: UInt32,
+    public static func createResponse(to initiation: ReceivedInitiation, presharedKey: SecretKey?, senderIndex: UInt32,
                                       cookie: [UInt8]?, ephemeral: PrivateKey? = nil)
         throws(WireGuardProtocolError) -> (message: [UInt8], keypair: Keypair)
     {
-        try checkPresharedKey(presharedKey)
         try checkCookie(cookie)
         let ephemeral = ephemeral ?? PrivateKey.generate()
         var message = [UInt8](repeating: 0, count: MessageType.responseLength)
@@ -250,7 +255,7 @@ public enum Handshake {
         c = WireGuardCrypto.kdf1(key: c, input: se)
 
         // C_r, τ, κ = KDF3(C_r, Q); H_r = HASH(H_r ‖ τ); msg.empty = AEAD(κ, 0, ε, H_r); H_r = HASH(H_r ‖ msg.empty)
-        var (c3, tau, k) = WireGuardCrypto.kdf3(key: c, input: presharedKey ?? zeroPresharedKey)
+        var (c3, tau, k) = mixPresharedKey(c, presharedKey)
         defer {
             Sodium.wipe(&c3)
             Sodium.wipe(&tau)
@@ -356,12 +361,6 @@ public enum Handshake {
             message.replace(at: mac2Offset, with: WireGuardCrypto.mac(key: cookie, Array(message[..<mac2Offset])))
         }
         return mac1
-    }
-
-    static func checkPresharedKey(_ key: [UInt8]?) throws(WireGuardProtocolError) {
-        if let key, key.count != WireGuardCrypto.keyLength {
-            throw .invalidLength(what: "pre-shared key", expected: WireGuardCrypto.keyLength, actual: key.count)
-        }
     }
 
     static func checkCookie(_ cookie: [UInt8]?) throws(WireGuardProtocolError) {

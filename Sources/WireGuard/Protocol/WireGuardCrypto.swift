@@ -44,43 +44,62 @@ public enum WireGuardCrypto {
 
     /// HMAC(key, input): RFC 2104 over BLAKE2s-256 with its 64-byte block.
     public static func hmac(key: [UInt8], _ input: [UInt8]) -> [UInt8] {
+        input.withUnsafeBytes { hmac(key: key, $0) }
+    }
+
+    /// HMAC over bytes in place (a preshared key in secret memory enters the KDF this way: the hash's
+    /// buffer that absorbed it is wiped by `finalize`).
+    public static func hmac(key: [UInt8], _ input: UnsafeRawBufferPointer) -> [UInt8] {
         var paddedKey = key.count > BLAKE2s.blockLength ? BLAKE2s.hash(key) : key
         paddedKey += [UInt8](repeating: 0, count: BLAKE2s.blockLength - paddedKey.count)
         var inner = BLAKE2s()
-        inner.update(paddedKey.map { $0 ^ 0x36 })
+        var innerPad = paddedKey.map { $0 ^ 0x36 }
+        inner.update(innerPad)
         inner.update(input)
         var outer = BLAKE2s()
-        outer.update(paddedKey.map { $0 ^ 0x5C })
-        outer.update(inner.finalize())
+        var outerPad = paddedKey.map { $0 ^ 0x5C }
+        outer.update(outerPad)
+        var innerHash = inner.finalize()
+        outer.update(innerHash)
         Sodium.wipe(&paddedKey)
+        Sodium.wipe(&innerPad)
+        Sodium.wipe(&outerPad)
+        Sodium.wipe(&innerHash)
         return outer.finalize()
     }
 
     /// KDF1(key, input) = τ1, with τ0 = HMAC(key, input) and τ1 = HMAC(τ0, 0x1).
     public static func kdf1(key: [UInt8], input: [UInt8]) -> [UInt8] {
-        kdf(key: key, input: input, count: 1)[0]
+        input.withUnsafeBytes { kdf(key: key, input: $0, count: 1)[0] }
     }
 
     /// KDF2(key, input) = (τ1, τ2), with τ2 = HMAC(τ0, τ1 ‖ 0x2).
     public static func kdf2(key: [UInt8], input: [UInt8]) -> ([UInt8], [UInt8]) {
-        let out = kdf(key: key, input: input, count: 2)
+        let out = input.withUnsafeBytes { kdf(key: key, input: $0, count: 2) }
         return (out[0], out[1])
     }
 
     /// KDF3(key, input) = (τ1, τ2, τ3), with τ3 = HMAC(τ0, τ2 ‖ 0x3).
     public static func kdf3(key: [UInt8], input: [UInt8]) -> ([UInt8], [UInt8], [UInt8]) {
+        input.withUnsafeBytes { kdf3(key: key, input: $0) }
+    }
+
+    /// KDF3 over input bytes in place (the preshared key, from its secret memory).
+    public static func kdf3(key: [UInt8], input: UnsafeRawBufferPointer) -> ([UInt8], [UInt8], [UInt8]) {
         let out = kdf(key: key, input: input, count: 3)
         return (out[0], out[1], out[2])
     }
 
     /// The whitepaper's HKDF: τ0 = HMAC(key, input), τi = HMAC(τ0, τ(i-1) ‖ i), τ(0) empty for i = 1.
-    private static func kdf(key: [UInt8], input: [UInt8], count: Int) -> [[UInt8]] {
+    private static func kdf(key: [UInt8], input: UnsafeRawBufferPointer, count: Int) -> [[UInt8]] {
         var secret = hmac(key: key, input)
         defer { Sodium.wipe(&secret) }
         var outputs: [[UInt8]] = []
         var previous: [UInt8] = []
         for i in 1...count {
-            previous = hmac(key: secret, previous + [UInt8(i)])
+            var message = previous + [UInt8(i)]
+            previous = hmac(key: secret, message)
+            Sodium.wipe(&message)
             outputs.append(previous)
         }
         return outputs
@@ -91,7 +110,17 @@ public enum WireGuardCrypto {
     /// DH(private, public): X25519 (`crypto_scalarmult`). Throws `weakPublicKey` for the all-zero
     /// result, which a low-order public key produces.
     public static func x25519(privateKey: [UInt8], publicKey: [UInt8]) throws(WireGuardProtocolError) -> [UInt8] {
-        guard privateKey.count == keyLength else {
+        let result: Result<[UInt8], WireGuardProtocolError> = privateKey.withUnsafeBytes { key in
+            do throws(WireGuardProtocolError) { return .success(try x25519(privateKey: key, publicKey: publicKey)) }
+            catch { return .failure(error) }
+        }
+        return try result.get()
+    }
+
+    /// X25519 with the private key read in place (from its secret memory: no copy is made here;
+    /// libsodium clamps it in the output buffer, which the result then overwrites).
+    public static func x25519(privateKey: UnsafeRawBufferPointer, publicKey: [UInt8]) throws(WireGuardProtocolError) -> [UInt8] {
+        guard privateKey.count == keyLength, let key = privateKey.baseAddress else {
             throw .invalidLength(what: "private key", expected: keyLength, actual: privateKey.count)
         }
         guard publicKey.count == keyLength else {
@@ -100,7 +129,7 @@ public enum WireGuardCrypto {
         Sodium.ensureInitialized()
         var shared = [UInt8](repeating: 0, count: keyLength)
         let rc = shared.withUnsafeMutableBufferPointer { out in
-            crypto_scalarmult(out.baseAddress!, privateKey, publicKey)
+            crypto_scalarmult(out.baseAddress!, key.assumingMemoryBound(to: UInt8.self), publicKey)
         }
         // libsodium already fails on the all-zero result; check again rather than depend on it.
         let allZero = shared.withUnsafeBytes { sodium_is_zero($0.baseAddress!.assumingMemoryBound(to: UInt8.self), keyLength) == 1 }
@@ -113,20 +142,35 @@ public enum WireGuardCrypto {
 
     /// The X25519 public key of a 32-byte private key (`crypto_scalarmult_base`; the scalar is clamped).
     public static func publicKey(for privateKey: [UInt8]) -> [UInt8] {
+        privateKey.withUnsafeBytes { publicKey(for: $0) }
+    }
+
+    /// The public key of a private key read in place.
+    public static func publicKey(for privateKey: UnsafeRawBufferPointer) -> [UInt8] {
         precondition(privateKey.count == keyLength, "a private key is 32 bytes")
         Sodium.ensureInitialized()
         var out = [UInt8](repeating: 0, count: keyLength)
-        _ = out.withUnsafeMutableBufferPointer { crypto_scalarmult_base($0.baseAddress!, privateKey) }
+        _ = out.withUnsafeMutableBufferPointer {
+            crypto_scalarmult_base($0.baseAddress!, privateKey.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        }
         return out
     }
 
-    /// 32 random bytes, clamped as an X25519 scalar (as `wg genkey` does).
+    /// 32 random bytes, clamped as an X25519 scalar (as `wg genkey` does). An array: for tests.
     public static func generatePrivateKey() -> [UInt8] {
-        var key = Sodium.randomBytes(keyLength)
-        key[0] &= 248
-        key[31] &= 127
-        key[31] |= 64
+        var key = [UInt8](repeating: 0, count: keyLength)
+        key.withUnsafeMutableBytes { generatePrivateKey(into: $0) }
         return key
+    }
+
+    /// Fills `out` (32 bytes, secret memory) with a random, clamped X25519 scalar.
+    static func generatePrivateKey(into out: UnsafeMutableRawBufferPointer) {
+        precondition(out.count == keyLength, "a private key is 32 bytes")
+        Sodium.ensureInitialized()
+        randombytes_buf(out.baseAddress!, keyLength)
+        out[0] &= 248
+        out[31] &= 127
+        out[31] |= 64
     }
 
     // MARK: AEAD

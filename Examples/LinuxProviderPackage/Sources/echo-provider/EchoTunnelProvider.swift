@@ -3,7 +3,7 @@ import NetworkExtension
 /// A packet tunnel with no server: it answers every ICMP echo request (IPv4) that enters the tunnel
 /// itself, by writing the reply to packetFlow. `ping` through the tunnel is answered by this provider.
 ///
-/// providerConfiguration (TUNNELGATE_PROVIDER_CONFIGURATION, as NETunnelProviderManager saves it) or the
+/// providerConfiguration (as NETunnelProviderManager saves it and hands it to the host) or the
 /// environment names the addresses:
 ///   address  the tunnel's own address (ECHO_ADDRESS, default 10.9.0.2/24 as "10.9.0.2")
 ///   routes   prefixes sent into the tunnel, "A.B.C.D/LEN" (ECHO_ROUTES, comma-separated, default 10.9.0.0/24)
@@ -15,7 +15,7 @@ final class EchoTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable {
     private let environment = ProcessInfo.processInfo.environment
 
     override func startTunnel(options: [String: NSObject]? = nil) async throws {
-        let configuration = TunnelgateHostConfiguration.providerConfigurationFromEnvironment() ?? [:]
+        let configuration = TunnelgateHostConfiguration.providerConfigurationFromManager() ?? [:]
         let remote = configuration["remote"] as? String ?? environment["ECHO_REMOTE"] ?? "198.18.0.10"
         let address = configuration["address"] as? String ?? environment["ECHO_ADDRESS"] ?? "10.9.0.2"
         let routes = configuration["routes"] as? [String]
