@@ -229,19 +229,3 @@ ssize_t CTunnelgateShims_receive_with_fds(int socket, void *buffer, size_t capac
     return n;
 }
 
-int CTunnelgateShims_sealed_memfd(const char *name, const void *bytes, size_t length) {
-    int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0) return -1;
-    const char *p = bytes;
-    size_t left = length;
-    while (left > 0) {
-        ssize_t n = write(fd, p, left);
-        if (n < 0) { if (errno == EINTR) continue; int e = errno; close(fd); errno = e; return -1; }
-        p += n;
-        left -= (size_t)n;
-    }
-    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
-        int e = errno; close(fd); errno = e; return -1;
-    }
-    return fd;
-}

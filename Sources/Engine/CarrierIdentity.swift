@@ -11,6 +11,9 @@ public enum CarrierIdentity: Sendable, Hashable {
     case mark(UInt32)
     /// Sockets owned by this user (`ip rule uidrange`, nftables `meta skuid`): a packet plane's sockets.
     case user(UInt32)
+    /// The packet plane's user, before `up` chooses it (what `plan` shows for runtimes that open their
+    /// own sockets in the plane). A plan with it exempts nothing.
+    case planeUser
     /// The runtime's sockets cannot be told apart from anyone else's: carriers are exempt by address
     /// only, for every process (throw routes in the tunnel's table; the kill switch lets anything reach
     /// the carrier addresses). Weaker, and said so in `plan` and `status`.
@@ -21,12 +24,9 @@ public enum CarrierIdentity: Sendable, Hashable {
         switch runtime {
         case .none: return .slotMark
         case .wireguard(let w): return w.fwMark.map { .mark($0) } ?? .slotMark
-        case .callback:
-            return .unidentified(reason: "the callback runtime opens its own sockets inside tunnelgate's process, "
-                                 + "where they cannot be told apart from other processes' sockets")
-        case .mesh:
-            return .unidentified(reason: "the MeshGuard library opens its own socket inside tunnelgate's process, "
-                                 + "where it cannot be told apart from other processes' sockets")
+        case .callback, .mesh:
+            // The runtime opens its own sockets, in its packet plane: they are the plane user's.
+            return .planeUser
         }
     }
 
@@ -48,6 +48,7 @@ public enum CarrierIdentity: Sendable, Hashable {
         case .slotMark: return "packets with the tunnel's fwmark"
         case .mark(let m): return "packets with fwmark 0x\(String(m, radix: 16))"
         case .user(let u): return "packets of uid \(u) (the packet plane)"
+        case .planeUser: return "packets of the packet plane's own user (its uid is chosen at up)"
         case .unidentified: return "every process (by address only)"
         }
     }

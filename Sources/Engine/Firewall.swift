@@ -151,6 +151,7 @@ public enum Firewall {
             case .mark(let m): identity = [.mark(m)]
             case .user(let u): identity = [.socketUser(u)]
             case .unidentified: identity = []
+            case .planeUser: return []  // no uid yet: nothing is exempt
             }
         }
         var out: [[NftMatch]] = []

@@ -162,12 +162,9 @@ public struct SeqPacketChannel: Sendable {
 }
 
 extension FileDescriptor {
-    /// A sealed in-memory copy of `bytes` (memfd, no more writes, growing or shrinking): what the plane
-    /// loads is exactly what the engine checked.
-    public static func sealedCopy(name: String, of bytes: UnsafeRawBufferPointer) throws(SystemCallError) -> FileDescriptor {
-        FileDescriptor(rawValue: try syscall("memfd_create(\(name))") {
-            CTunnelgateShims_sealed_memfd(name, bytes.baseAddress, bytes.count)
-        })
+    /// The executable at `path` opened for execveat (read-only, close-on-exec).
+    public static func openExecutable(_ path: String = "/proc/self/exe") throws(SystemCallError) -> FileDescriptor {
+        try open(path, O_RDONLY | O_CLOEXEC)
     }
 
     /// `/proc/self/fd/N`: the path through which dlopen and friends open this descriptor's file.

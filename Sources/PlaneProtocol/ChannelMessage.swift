@@ -5,7 +5,11 @@ import TunnelgateSettings
 
 /// What the engine tells a packet plane (engine → plane). One message per channel datagram.
 public enum EngineMessage: Codable, Sendable, Equatable {
-    /// Start: what runs, in what tunnel, with which handed-over descriptors and secrets.
+    /// Load the runtime (its library, symbols, secret) before the engine touches the kernel: answered by
+    /// `loaded`. Descriptors and tail as `PlaneLoad` says.
+    case load(PlaneLoad)
+    /// Start the loaded runtime on the tunnel's TUN (the first descriptor), with the carrier sockets that
+    /// follow (`PlaneStart.descriptors`).
     case start(PlaneStart)
     /// An app message for the runtime (`tunnelgate message`, sendProviderMessage): answered by `reply`.
     case message(id: UInt64, data: [UInt8])
@@ -20,6 +24,9 @@ public enum EngineMessage: Codable, Sendable, Equatable {
 
 /// What a packet plane tells the engine (plane → engine).
 public enum PlaneMessage: Codable, Sendable, Equatable {
+    /// The answer to `load`: nil, or why the runtime cannot run (a missing symbol, a library that does
+    /// not load, a bad secret).
+    case loaded(error: String?)
     /// The runtime's state and the plane's counters: on every change, and once a second.
     case state(PlaneReport)
     /// The answer to `message`.
@@ -74,8 +81,8 @@ public struct PlaneReport: Codable, Sendable, Equatable {
     public var runtimeState: RuntimeState { RuntimeState(phase: phase, interface: interface, error: error, json: json) }
 }
 
-/// What a plane starts with.
-public struct PlaneStart: Codable, Sendable, Equatable {
+/// What a plane loads before the kernel is touched.
+public struct PlaneLoad: Codable, Sendable, Equatable {
     public enum Runtime: Codable, Sendable, Equatable {
         /// No runtime: packets read from the TUN are counted and dropped.
         case none
@@ -84,15 +91,13 @@ public struct PlaneStart: Codable, Sendable, Equatable {
         case callback(CallbackRuntimeSettings)
         /// MeshGuard (the library as a descriptor, the identity seed in the tail).
         case mesh(MeshRuntimeSettings)
-        /// The built-in WireGuard: everything but its keys (in the tail) and sockets (descriptors).
+        /// The built-in WireGuard: everything but its keys (in the tail) and sockets (at start).
         case wireguard(WireGuardPlan)
-        /// A NetworkExtension provider: the plane is the provider's own executable.
-        case provider(configuration: JSONText)
     }
 
     /// What each descriptor sent with the message is, in order.
     public enum Descriptor: String, Codable, Sendable, Equatable {
-        case tun, library, udp4, udp6, uapi
+        case library
     }
 
     /// What each part of the message's tail is, in order, and how long.
@@ -119,21 +124,34 @@ public struct PlaneStart: Codable, Sendable, Equatable {
     }
 
     public var runtime: Runtime
-    public var context: RuntimeContext
-    public var tunOffloads: Bool
     public var descriptors: [Descriptor]
     public var secrets: [Secret]
-    /// The engine's pid (a provider's host may want it for its log lines; the plane never signals it).
-    public var enginePID: Int32
+    /// Where the plane's log lines say they come from (`tunnelgate[NAME]`).
+    public var tunnelName: String
 
-    public init(runtime: Runtime, context: RuntimeContext, tunOffloads: Bool, descriptors: [Descriptor],
-                secrets: [Secret], enginePID: Int32) {
+    public init(runtime: Runtime, descriptors: [Descriptor], secrets: [Secret], tunnelName: String) {
         self.runtime = runtime
+        self.descriptors = descriptors
+        self.secrets = secrets
+        self.tunnelName = tunnelName
+    }
+}
+
+/// What a loaded plane starts with: the tunnel it runs in, and the descriptors sent with it.
+public struct PlaneStart: Codable, Sendable, Equatable {
+    public enum Descriptor: String, Codable, Sendable, Equatable {
+        case tun, udp4, udp6, uapi
+    }
+
+    public var context: RuntimeContext
+    /// The TUN carries a virtio_net_hdr (TSO on).
+    public var tunOffloads: Bool
+    public var descriptors: [Descriptor]
+
+    public init(context: RuntimeContext, tunOffloads: Bool, descriptors: [Descriptor]) {
         self.context = context
         self.tunOffloads = tunOffloads
         self.descriptors = descriptors
-        self.secrets = secrets
-        self.enginePID = enginePID
     }
 }
 

@@ -24,10 +24,15 @@ public final class CallbackRuntimeHost: HostedRuntime {
 
     /// Loads the library, binds its symbols and reads the secret: every
     /// check that can fail before the kernel is touched.
-    public init(_ settings: CallbackRuntimeSettings) throws(RuntimeError) {
+    public convenience init(_ settings: CallbackRuntimeSettings) throws(RuntimeError) {
+        self.init(settings, library: try RuntimeLibrary(settings), secret: try RuntimeSecret.load(settings.secret))
+    }
+
+    /// A runtime whose library and secret were handed over (the packet plane).
+    public init(_ settings: CallbackRuntimeSettings, library: RuntimeLibrary, secret: RuntimeSecret) {
         self.settings = settings
-        library = try RuntimeLibrary(settings)
-        secret = try RuntimeSecret.load(settings.secret)
+        self.library = library
+        self.secret = secret
         codes = settings.resultCodes
     }
 

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Engine
+import PacketPlane
 import Glibc
 import LinuxSystem
 import TunnelgateSettings
@@ -120,6 +121,8 @@ extension CommandLine {
         guard let first = arguments.first else { throw UsageError(message: "missing subcommand", command: nil) }
         if first == "-h" || first == "--help" { print(overview, terminator: ""); return ExitCode.success }
         if first == "--version" { print(version); return ExitCode.success }
+        // The packet plane: started by the engine into its sandbox, never by a user (not in the help).
+        if first == "plane" { return PacketPlane.main(Array(arguments.dropFirst())) }
         guard let command = Command(rawValue: first) else {
             throw UsageError(message: "unknown subcommand '\(first)'", command: nil)
         }

@@ -150,6 +150,9 @@ extension CommandLine {
             if let ready { try? ready.writeAll(Array(("error " + message).utf8)); ready.close() }
             return Failure(message)
         }
+        if case .wireguard = settings.runtime {} else {
+            return try upWithPlane(settings, path: path, isolated: isolated, ready: ready, fail: fail)
+        }
         // The runtime's library, symbols and secret are checked before the kernel is touched.
         let host: HostedRuntime?
         do { host = try makeRuntime(settings.runtime) } catch { throw fail(error.description) }
@@ -244,6 +247,105 @@ extension CommandLine {
             throw Failure("the runtime failed: \(failure)")
         }
         return ExitCode.success
+    }
+
+    /// `up` with the runtime in a packet plane: the unprivileged, sandboxed process that hosts it
+    /// (docs/architecture.md, Processes). This process is the engine: it applies the settings, watches
+    /// and repairs them, serves the control socket and publishes the status; the plane moves packets.
+    static func upWithPlane(_ original: TunnelSettings, path: String, isolated: NetworkNamespace?, ready: FileDescriptor?,
+                            fail: (String) -> Failure) throws -> Int32 {
+        var settings = original
+        // What the plane needs, read here (files trusted, secrets in secure memory), nothing loaded.
+        let package: PlanePackage
+        let identity: MeshIdentity?
+        do { (package, identity) = try PlaneHandoff.prepare(settings) } catch { throw fail(error.description) }
+        if let identity {
+            // "auto" in ipv4Settings.addresses: the node's own mesh IPv4, derived from its identity.
+            do { settings = try settings.resolvingMeshAddress(identity.meshIPv4) } catch {
+                throw fail(InvalidConfiguration(path: path, error: error).description)
+            }
+        }
+        let signals = try TerminationSignals.block()
+        let engine = try Engine(namespace: isolated)
+        if ready == nil { engine.log = { printError("tunnelgate: \($0)") } }
+        let user: PlaneUser
+        do { user = try PlaneUser.allocate() } catch { throw fail(error.description) }
+        let session = TunnelSession(engine: engine, settings: settings, package: package, user: user,
+                                    restart: restartPolicy(), planeLog: FileDescriptor(rawValue: 2),
+                                    log: { printError("tunnelgate: \($0)") })
+        // The runtime is loaded in the plane (library, symbols, secret) before the kernel is touched.
+        do { try session.prepare() } catch {
+            user.release()
+            throw fail(error.description)
+        }
+        do {
+            try session.apply(configPath: absolutePath(path), resolver: SystemResolver())
+        } catch {
+            user.release()
+            // A kill switch in place (a dead owner's, or this run's) stays closed after a failed up.
+            let closed = engine.hasKillSwitchInPlace(settings.name)
+                ? "\nthe kill switch of \(settings.name) stays in place until `tunnelgate down \(settings.name)`" : ""
+            if case .configuration(let e) = error { throw fail(InvalidConfiguration(path: path, error: e).description + closed) }
+            throw fail(error.description + closed)
+        }
+        let name = settings.name
+        engine.recordDisconnect(name, message: nil)
+        func ended(_ message: String) -> Failure {
+            engine.recordDisconnect(name, message: message)
+            return fail(message)
+        }
+        do {
+            try session.start()
+            try session.serve()
+        } catch {
+            let note = (try? session.stop(keepKillSwitch: true)) ?? "\n(removing the tunnel failed too: run `tunnelgate down \(name)`)"
+            throw ended("\(error)" + note)
+        }
+        if let ready {
+            try? ready.writeAll(Array(("ready " + session.summary).utf8))
+            ready.close()
+            printError("tunnelgate: \(session.summary)")
+        } else {
+            printError("tunnelgate: \(session.summary); stop with Ctrl-C or `tunnelgate down \(name)`")
+        }
+        var failure: String?
+        switch session.run(signals: signals) {
+        case .signal(let signal): printError("tunnelgate: \(name): stopping (signal \(signal))")
+        case .stopRequested: printError("tunnelgate: \(name): stopping (stop requested)")
+        case .failedClosed(let reason):
+            // The block-all table stays; the runtime is stopped (docs/operations.md).
+            _ = try? session.stop(keepKillSwitch: true)
+            throw Failure("failed closed: \(reason)\nnothing leaves until `tunnelgate down \(name)`")
+        case .runtimeFailed(let reason):
+            failure = reason
+            if session.tunnel?.plan.hasKillSwitch == true {
+                // Fail closed: a kill switch outlives its runtime until `down`, as after a crash.
+                _ = try? session.stop(keepKillSwitch: true)
+                session.tunnel?.publish(status: .disconnected)
+                engine.recordDisconnect(name, message: "the runtime failed: \(reason)")
+                throw Failure("the runtime failed: \(reason)\nthe kill switch stays in place until `tunnelgate down \(name)`")
+            }
+            printError("tunnelgate: \(name): the runtime failed: \(reason); stopping")
+        }
+        do {
+            try session.stop()
+        } catch {
+            engine.recordDisconnect(name, message: (failure.map { "the runtime failed: \($0); then " } ?? "") + error.description)
+            throw Failure(error.description)
+        }
+        printError("tunnelgate: \(name): disconnected, everything removed")
+        if let failure {
+            engine.recordDisconnect(name, message: "the runtime failed: \(failure)")
+            throw Failure("the runtime failed: \(failure)")
+        }
+        return ExitCode.success
+    }
+
+    /// The packet plane's restart policy: off unless TUNNELGATE_RESTART says `on-failure[:N]`.
+    static func restartPolicy() -> RestartPolicy {
+        guard let value = ProcessControl.environmentValue("TUNNELGATE_RESTART"), value.hasPrefix("on-failure") else { return .never }
+        let attempts = value.split(separator: ":").dropFirst().first.flatMap { Int($0) } ?? 5
+        return RestartPolicy(mode: .onFailure, maximumAttempts: attempts, initialDelay: 0.2, maximumDelay: 10)
     }
 
     /// The host of the configured runtime (nil for `none`). Libraries,

@@ -55,9 +55,4 @@ ssize_t CTunnelgateShims_send_with_fds(int socket, const void *bytes, size_t len
 ssize_t CTunnelgateShims_receive_with_fds(int socket, void *buffer, size_t capacity, int *fds, int capacity_fds,
                                           int *received_fds, int *truncated);
 
-/// A sealed memfd holding `length` bytes (memfd_create MFD_CLOEXEC | MFD_ALLOW_SEALING, then
-/// F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL): a copy of a checked file nobody can change.
-/// Returns the fd, or -1 with errno set.
-int CTunnelgateShims_sealed_memfd(const char *name, const void *bytes, size_t length);
-
 #endif
