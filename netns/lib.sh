@@ -498,9 +498,26 @@ tg_state_dir() {
 tg_tunnel_pids() {
   local pid
   for pid in $(ip netns pids "$1" 2>/dev/null); do
-    [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$TG")" ] && echo "$pid"
+    [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$TG")" ] || continue
+    _tg_is_plane "$pid" || echo "$pid"
   done
   return 0
+}
+
+# tg_plane_pids NS: the packet planes (`tunnelgate plane`, the unprivileged processes that run the tunnels'
+# runtimes) living in NS.
+tg_plane_pids() {
+  local pid
+  for pid in $(ip netns pids "$1" 2>/dev/null); do
+    [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$TG")" ] || continue
+    _tg_is_plane "$pid" && echo "$pid"
+  done
+  return 0
+}
+
+# _tg_is_plane PID: PID is a packet plane (its command line is `tunnelgate plane …`).
+_tg_is_plane() {
+  [ "$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | cut -d' ' -f2)" == plane ]
 }
 
 # tg_no_tunnel_process NS: no tunnelgate process is left in NS (a predicate for wait_for).

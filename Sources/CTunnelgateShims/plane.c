@@ -47,6 +47,7 @@ static const char *const step_names[] = {
     "mount_setattr(/, AT_RECURSIVE, MOUNT_ATTR_RDONLY)", "mount(tmpfs) on the writable directory",
     "setgroups(0)", "setresgid", "prctl(PR_CAPBSET_DROP)", "prctl(PR_SET_SECUREBITS)", "setresuid",
     "prctl(PR_CAP_AMBIENT_CLEAR_ALL)", "prctl(PR_SET_NO_NEW_PRIVS)", "execveat", "the engine is gone",
+    "mount(the test directory, MS_BIND)",
 };
 
 static void child_fail(int report, int step) {
@@ -74,12 +75,14 @@ static void plane_child(const struct CTunnelgateShims_plane_spawn *spec, int rep
     int null_high = fcntl(null_fd, F_DUPFD_CLOEXEC, 10);
     if (channel < 0 || log_high < 0 || report_high < 0 || exe_high < 0 || null_high < 0) child_fail(report, 1);
     report = report_high;
+    int test_high = spec->test_directory_fd >= 0 ? fcntl(spec->test_directory_fd, F_DUPFD_CLOEXEC, 10) : -1;
     if (dup2(null_high, 0) < 0 || dup2(log_high, 1) < 0 || dup2(log_high, 2) < 0 || dup2(channel, 3) < 0
-        || dup3(report_high, 4, O_CLOEXEC) < 0 || dup3(exe_high, 5, O_CLOEXEC) < 0) {
+        || dup3(report_high, 4, O_CLOEXEC) < 0 || dup3(exe_high, 5, O_CLOEXEC) < 0
+        || (test_high >= 0 && dup3(test_high, 6, O_CLOEXEC) < 0)) {
         child_fail(report, 1);
     }
     report = 4;
-    if (syscall(SYS_close_range, 6, ~0U, 0) != 0) child_fail(report, 2);
+    if (syscall(SYS_close_range, test_high >= 0 ? 7 : 6, ~0U, 0) != 0) child_fail(report, 2);
 
     // A mount namespace where everything is read-only and the engine's files are not there at all.
     if (unshare(CLONE_NEWNS) != 0) child_fail(report, 3);
@@ -110,6 +113,27 @@ static void plane_child(const struct CTunnelgateShims_plane_spawn *spec, int rep
         options[at] = 0;
         if (mount("tmpfs", spec->writable, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options) != 0) child_fail(report, 7);
     }
+    if (spec->test_directory && spec->test_directory_fd >= 0) {
+        // The mount point is made in the writable tmpfs when it lies there (the usual /tmp/...).
+        char path[4096];
+        size_t n = 0;
+        for (const char *c = spec->test_directory; *c && n + 1 < sizeof path; c++) {
+            path[n++] = *c;
+            if (*c == '/' && n > 1) { path[n - 1] = 0; mkdir(path, 0755); path[n - 1] = '/'; }
+        }
+        path[n] = 0;
+        mkdir(path, 0755);
+        char source[32];
+        const char *prefix = "/proc/self/fd/";
+        size_t k = 0;
+        for (const char *c = prefix; *c; c++) source[k++] = *c;
+        char digits[12]; int d = 0; int v = 6;  // the test directory is descriptor 6 by then
+        do { digits[d++] = (char)('0' + v % 10); v /= 10; } while (v);
+        while (d) source[k++] = digits[--d];
+        source[k] = 0;
+        if (mount(source, spec->test_directory, NULL, MS_BIND, NULL) != 0) child_fail(report, 17);
+        close(6);
+    }
 
     // The user, and no way back to privileges.
     if (setgroups(0, NULL) != 0) child_fail(report, 8);
@@ -127,7 +151,7 @@ static void plane_child(const struct CTunnelgateShims_plane_spawn *spec, int rep
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(report, 14);
 
     char *const empty_environment[] = { NULL };
-    syscall(SYS_execveat, 5, "", spec->argv, empty_environment, AT_EMPTY_PATH);
+    syscall(SYS_execveat, 5, "", spec->argv, spec->environment ? spec->environment : empty_environment, AT_EMPTY_PATH);
     child_fail(report, 15);
 }
 

@@ -773,6 +773,14 @@ public final class ActiveTunnel {
         try? record.write(to: gateway.state.statePath(plan.interfaceName))
     }
 
+    /// Publishes who the packet plane is (nil pid: none runs now).
+    public func publish(planePID: Int32?, planeUser: UInt32?) {
+        guard !stopped else { return }
+        record.planePID = planePID
+        record.planeUser = planeUser
+        try? record.write(to: gateway.state.statePath(plan.interfaceName))
+    }
+
     /// Publishes a lifecycle transition (and the runtime's status JSON).
     public func publish(status: TunnelStatus, runtimeStatus: String? = nil) {
         guard !stopped else { return }

@@ -25,6 +25,9 @@ public struct TunnelRecord: Codable, Sendable, Equatable {
     public var isolatedIn: String?
     /// Whose packets to the carriers bypass the tunnel, in words (TunnelPlan.carrierExemption).
     public var carrierExemption: String?
+    /// The packet plane's pid and uid (the unprivileged process that runs the runtime), while it runs.
+    public var planePID: Int32?
+    public var planeUser: UInt32?
     public var counters: PacketCounters?
 
     public func write(to path: String) throws(SystemCallError) {

@@ -29,6 +29,9 @@ public struct TunnelReport: Codable, Sendable {
     public var dns: String?
     /// Whose packets to the carriers bypass the tunnel (the plan's words).
     public var carrierExemption: String?
+    /// The packet plane running the tunnel's runtime: its pid and (unprivileged) uid.
+    public var planePID: Int32?
+    public var planeUser: UInt32?
     public var interface: String?
     public var interfaceIndex: Int32?
     public var mtu: UInt32?
@@ -196,6 +199,8 @@ extension Engine {
             report.namespace = record?.isolatedIn
             report.dns = record?.dnsBackend
             report.carrierExemption = record?.carrierExemption
+            report.planePID = record?.planePID
+            report.planeUser = record?.planeUser
             report.counters = record?.counters
             report.runtime = record?.runtimeStatus.flatMap { try? JSONParser.parse(Array($0.utf8)) }
         } else {

@@ -25,6 +25,10 @@ public struct SandboxedProcess: Sendable {
         public var hidden: [String]
         /// The only writable directory (a private tmpfs owned by `uid`).
         public var writable: String?
+        /// The environment ("NAME=VALUE"; empty unless test hooks are passed on).
+        public var environment: [String] = []
+        /// Tests only: a host directory bind-mounted read-write at the same path inside.
+        public var testDirectory: String?
 
         public init(executable: FileDescriptor, channel: FileDescriptor, log: FileDescriptor?, uid: UInt32, gid: UInt32,
                     arguments: [String], hidden: [String], writable: String?) {
@@ -42,6 +46,16 @@ public struct SandboxedProcess: Sendable {
     /// Starts the process; an error names the sandbox step that failed in the child.
     public static func spawn(_ spec: Spec) throws(SystemCallError) -> SandboxedProcess {
         var argv = spec.arguments.map { strdup($0) } + [nil]
+        var environment = spec.environment.map { strdup($0) } + [nil]
+        var testFD: Int32 = -1
+        // O_PATH: a directory named, not opened for reading.
+        if let dir = spec.testDirectory { testFD = open(dir, 0o10000000 | O_DIRECTORY | O_CLOEXEC) }
+        let testPath: UnsafeMutablePointer<CChar>? = spec.testDirectory.flatMap { strdup($0) }
+        defer {
+            for p in environment { free(p) }
+            if testFD >= 0 { close(testFD) }
+            free(testPath)
+        }
         var hidden = spec.hidden.map { UnsafePointer(strdup($0)) } + [nil]
         let writable: UnsafeMutablePointer<CChar>? = spec.writable.flatMap { strdup($0) }
         defer {
@@ -53,11 +67,15 @@ public struct SandboxedProcess: Sendable {
         var step: UnsafePointer<CChar>?
         let rc: Int32 = argv.withUnsafeMutableBufferPointer { argvBuffer in
             hidden.withUnsafeMutableBufferPointer { hiddenBuffer in
-                var c = CTunnelgateShims_plane_spawn(
-                    executable_fd: spec.executable.rawValue, channel_fd: spec.channel.rawValue,
-                    log_fd: spec.log?.rawValue ?? -1, uid: spec.uid, gid: spec.gid,
-                    argv: argvBuffer.baseAddress, hidden: hiddenBuffer.baseAddress, writable: UnsafePointer(writable))
-                return CTunnelgateShims_spawn_plane(&c, &pid, &step)
+                environment.withUnsafeMutableBufferPointer { environmentBuffer in
+                    var c = CTunnelgateShims_plane_spawn(
+                        executable_fd: spec.executable.rawValue, channel_fd: spec.channel.rawValue,
+                        log_fd: spec.log?.rawValue ?? -1, uid: spec.uid, gid: spec.gid,
+                        argv: argvBuffer.baseAddress, hidden: hiddenBuffer.baseAddress, writable: UnsafePointer(writable),
+                        environment: environmentBuffer.baseAddress, test_directory_fd: testFD,
+                        test_directory: UnsafePointer(testPath))
+                    return CTunnelgateShims_spawn_plane(&c, &pid, &step)
+                }
             }
         }
         guard rc == 0 else {

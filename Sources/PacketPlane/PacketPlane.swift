@@ -47,10 +47,10 @@ public enum PacketPlane {
         do throws(RuntimeError) {
             host = try makeRuntime(load, tail: tail, descriptors: descriptors)
         } catch {
-            try? channel.send(.loaded(error: error.description))
+            try? channel.send(.loaded(error: error.description, summary: nil))
             return 1
         }
-        do throws(SystemCallError) { try channel.send(.loaded(error: nil)) } catch {
+        do throws(SystemCallError) { try channel.send(.loaded(error: nil, summary: host?.summary)) } catch {
             log.write("the channel: \(error)")
             return 1
         }

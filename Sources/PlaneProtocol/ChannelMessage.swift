@@ -26,7 +26,7 @@ public enum EngineMessage: Codable, Sendable, Equatable {
 public enum PlaneMessage: Codable, Sendable, Equatable {
     /// The answer to `load`: nil, or why the runtime cannot run (a missing symbol, a library that does
     /// not load, a bad secret).
-    case loaded(error: String?)
+    case loaded(error: String?, summary: String?)
     /// The runtime's state and the plane's counters: on every change, and once a second.
     case state(PlaneReport)
     /// The answer to `message`.

@@ -219,8 +219,20 @@ public final class Monitor {
         var lines: [String] = []
         var paths: [IPAddress: CarrierPath] = [:]
         for address in plan.carrierAddresses {
+            // Looked up as the carrier identity's own packets are routed: with the slot's mark, or as
+            // the packet plane's user to the carrier's protocol and port (its exemption rules match
+            // on those), so a rule that catches only one of them decides here as for the runtime.
+            let carrier = plan.carriers.first { $0.address == address }
             let answer: Result<RouteLookup, NetlinkError>
-            do { answer = .success(try carrierRequests.lookupRoute(to: address, mark: plan.slot.fwmark)) } catch {
+            do {
+                if case .user(let uid) = plan.carrierIdentity {
+                    answer = .success(try carrierRequests.lookupRoute(to: address, uid: uid,
+                                                                      ipProtocol: carrier?.transports.first?.protocolNumber ?? 17,
+                                                                      destinationPort: carrier?.port))
+                } else {
+                    answer = .success(try carrierRequests.lookupRoute(to: address, mark: plan.slot.fwmark))
+                }
+            } catch {
                 answer = .failure(error)
             }
             var link: LinkInfo?

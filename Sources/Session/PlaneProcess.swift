@@ -24,6 +24,8 @@ public final class PlaneProcess {
     /// The plane's wait status once it exited.
     public private(set) var exitStatus: Int32?
     private var nextMessageID: UInt64 = 1
+    /// The runtime's one-line summary, as the plane said it when it loaded it.
+    public private(set) var runtimeSummary: String?
 
     /// The directories a plane never sees: the engine's state, configurations and keys.
     public static let hidden = ["/run/tunnelgate", "/run/wireguard", "/etc/tunnelgate", "/etc/wireguard",
@@ -65,14 +67,28 @@ public final class PlaneProcess {
         defer { pair.plane.descriptor.close() }
         let process: SandboxedProcess
         do {
-            process = try SandboxedProcess.spawn(.init(executable: exe, channel: pair.plane.descriptor, log: log,
-                                                       uid: user.uid, gid: user.gid, arguments: arguments,
-                                                       hidden: hidden, writable: writable))
+            var spec = SandboxedProcess.Spec(executable: exe, channel: pair.plane.descriptor, log: log,
+                                             uid: user.uid, gid: user.gid, arguments: arguments,
+                                             hidden: hidden, writable: writable)
+            (spec.environment, spec.testDirectory) = testHooks()
+            process = try SandboxedProcess.spawn(spec)
         } catch {
             pair.engine.descriptor.close()
             throw SessionError("\(error)")
         }
         return PlaneProcess(process: process, channel: ChannelEndpoint(pair.engine))
+    }
+
+    /// Test hooks, never set by Tunnelgate: TUNNELGATE_PLANE_PASS_ENVIRONMENT names variables of the
+    /// engine's environment the plane gets (a test fixture's switches; never secrets), and
+    /// TUNNELGATE_PLANE_TEST_DIRECTORY a host directory the plane may write in (bind-mounted at the same
+    /// path). Without them the plane's environment is empty and only its own tmpfs is writable.
+    static func testHooks() -> ([String], String?) {
+        var environment: [String] = []
+        for name in (ProcessControl.environmentValue("TUNNELGATE_PLANE_PASS_ENVIRONMENT") ?? "").split(separator: ",") {
+            if let value = ProcessControl.environmentValue(String(name)) { environment.append("\(name)=\(value)") }
+        }
+        return (environment, ProcessControl.environmentValue("TUNNELGATE_PLANE_TEST_DIRECTORY"))
     }
 
     // MARK: Steps
@@ -88,8 +104,8 @@ public final class PlaneProcess {
         while true {
             for event in poll(until: deadline) {
                 switch event {
-                case .loaded(nil): return
-                case .loaded(let error?): throw SessionError(error)
+                case .loaded(nil, let summary): runtimeSummary = summary; return
+                case .loaded(let error?, _): throw SessionError(error)
                 case .exited(let status): throw SessionError("the packet plane \(SandboxedProcess.describe(status: status)) while loading the runtime"
                                                              + (failure.map { ": \($0)" } ?? ""))
                 default: continue
@@ -137,7 +153,7 @@ public final class PlaneProcess {
 
     /// What the plane did.
     public enum Event {
-        case loaded(String?)
+        case loaded(String?, summary: String?)
         case report(PlaneReport)
         case reply(id: UInt64, data: [UInt8]?, error: String?)
         case failed(String)
@@ -168,7 +184,7 @@ public final class PlaneProcess {
                 continue
             case .message(let m, _, let fds):
                 switch m {
-                case .loaded(let error): for fd in fds { fd.close() }; events.append(.loaded(error))
+                case .loaded(let error, let summary): for fd in fds { fd.close() }; events.append(.loaded(error, summary: summary))
                 case .state(let r): for fd in fds { fd.close() }; lastReport = r; events.append(.report(r))
                 case .reply(let id, let data, let error): for fd in fds { fd.close() }; events.append(.reply(id: id, data: data, error: error))
                 case .failed(let reason): for fd in fds { fd.close() }; failure = reason; events.append(.failed(reason))

@@ -73,6 +73,9 @@ public final class TunnelSession {
         case running(PlaneProcess, ActiveTunnel, since: Double)
         /// The plane failed and is started again at `at` (reasserting; the TUN and kill switch stay).
         case restarting(ActiveTunnel, attempt: Int, at: Double, reason: String)
+        /// Repairs could not win: the runtime is stopped and the monitor keeps a block-all table in place
+        /// until the tunnel is taken down (disconnected).
+        case failedClosed(ActiveTunnel, reason: String)
         case stopped
     }
 
@@ -118,7 +121,7 @@ public final class TunnelSession {
 
     public var tunnel: ActiveTunnel? {
         switch state {
-        case .applied(_, let t), .running(_, let t, _), .restarting(let t, _, _, _): t
+        case .applied(_, let t), .running(_, let t, _), .restarting(let t, _, _, _), .failedClosed(let t, _): t
         default: nil
         }
     }
@@ -126,7 +129,7 @@ public final class TunnelSession {
     /// The session's NEVPNStatus.
     public var status: TunnelStatus {
         switch state {
-        case .idle, .stopped: .disconnected
+        case .idle, .stopped, .failedClosed: .disconnected
         case .loaded, .applied: .connecting
         case .restarting: .reasserting
         case .running:
@@ -186,6 +189,7 @@ public final class TunnelSession {
             let ready = try startRuntime(plane, tunnel)
             lastRuntime = ready
             state = .running(plane, tunnel, since: ProcessControl.monotonicSeconds())
+            tunnel.publish(planePID: plane.process.pid, planeUser: user.uid)
             tunnel.publish(status: status, runtimeStatus: ready.json)
         } catch {
             plane.kill()
@@ -218,9 +222,14 @@ public final class TunnelSession {
     /// The summary line `up` prints.
     public var summary: String {
         guard let tunnel else { return settings.name }
+        var runtime = ""
+        switch state {
+        case .running(let p, _, _), .applied(let p, _), .loaded(let p): runtime = p.runtimeSummary.map { ", \($0)" } ?? ""
+        default: break
+        }
         return "\(tunnel.plan.interfaceName): \(status.rawValue) (table \(tunnel.plan.slot.table), "
             + "\(tunnel.plan.routes(interfaceIndex: nil).count) routes, \(tunnel.plan.rules.count) rules, "
-            + "packet plane uid \(user.uid))"
+            + "packet plane uid \(user.uid)\(runtime))"
     }
 
     // MARK: - The loop
@@ -264,12 +273,18 @@ public final class TunnelSession {
                 if !pass.repaired.isEmpty { log("repaired after an outside change: \(pass.repaired.joined(separator: "; "))") }
                 for line in pass.problems { log(line) }
                 if !pass.isEmpty { publish(force: true) }
-                if pass.failedClosed {
+                if pass.failedClosed, !isFailedClosed {
+                    // The runtime stops; this loop only keeps the block-all table (the monitor) until SIGTERM,
+                    // `down` or `stop`.
                     if case .running(let plane, _, _) = state { plane.stop(timeout: 2) }
+                    let reason = monitor.failedClosed ?? "repairs cannot win"
+                    state = .failedClosed(tunnel, reason: reason)
+                    tunnel.publish(planePID: nil, planeUser: nil)
                     tunnel.publish(status: .disconnected)
-                    return .failedClosed(monitor.failedClosed ?? "repairs cannot win")
+                    engine.recordDisconnect(tunnel.plan.interfaceName, message: "failed closed: \(reason)")
+                    log("failed closed: \(reason); nothing leaves until `tunnelgate down \(tunnel.plan.interfaceName)`")
                 }
-                let carrier = monitor.runDueCarrierCheck(tunnel: tunnel)
+                let carrier = isFailedClosed ? [] : monitor.runDueCarrierCheck(tunnel: tunnel)
                 if !carrier.isEmpty {
                     for line in carrier { log(line) }
                     if status != tunnel.record.status { tunnel.publish(status: status) }
@@ -280,6 +295,12 @@ public final class TunnelSession {
                 publish(force: false)
             }
         }
+    }
+
+    /// True once the session failed closed.
+    public var isFailedClosed: Bool {
+        if case .failedClosed = state { return true }
+        return false
     }
 
     /// The plane's events; restarts; an end when the runtime cannot go on.
@@ -317,6 +338,7 @@ public final class TunnelSession {
             }
             guard let reason = trouble else { return nil }
             plane.kill()
+            tunnel.publish(planePID: nil, planeUser: user.uid)
             log("the runtime failed: \(reason)")
             let healthy = ProcessControl.monotonicSeconds() - since >= restart.healthySeconds
             return scheduleRestart(tunnel, attempt: healthy ? 1 : restarts + 1, reason: reason)
@@ -332,6 +354,7 @@ public final class TunnelSession {
                     throw error
                 }
                 state = .running(plane, tunnel, since: ProcessControl.monotonicSeconds())
+                tunnel.publish(planePID: plane.process.pid, planeUser: user.uid)
                 restarts += 1
                 log("packet plane restarted (attempt \(attempt)) after: \(reason)")
                 tunnel.publish(status: status, runtimeStatus: lastRuntime?.json)
@@ -406,6 +429,22 @@ public final class TunnelSession {
         tunnel.publish(status: .disconnecting)
         try tunnel.stop()
         return ""
+    }
+
+    /// Ends the session without touching the kernel, as a crash would: the plane stops, and what was
+    /// applied stays (with a kill switch: nothing leaves but loopback) until `down` or the next `up`
+    /// removes it. For a runtime that failed under a kill switch.
+    public func abandon() {
+        switch state {
+        case .loaded(let plane), .applied(let plane, _), .running(let plane, _, _): plane.stop(timeout: 2)
+        default: break
+        }
+        tunnel?.publish(planePID: nil, planeUser: nil)
+        tunnel?.publish(status: .disconnected)
+        state = .stopped
+        control = nil
+        monitor = nil
+        user.release()
     }
 
     /// The plane, once stopped, for tests of the sandbox: its pid while it runs.

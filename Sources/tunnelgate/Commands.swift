@@ -313,15 +313,12 @@ extension CommandLine {
         case .signal(let signal): printError("tunnelgate: \(name): stopping (signal \(signal))")
         case .stopRequested: printError("tunnelgate: \(name): stopping (stop requested)")
         case .failedClosed(let reason):
-            // The block-all table stays; the runtime is stopped (docs/operations.md).
-            _ = try? session.stop(keepKillSwitch: true)
-            throw Failure("failed closed: \(reason)\nnothing leaves until `tunnelgate down \(name)`")
+            failure = "failed closed: \(reason)"
         case .runtimeFailed(let reason):
             failure = reason
             if session.tunnel?.plan.hasKillSwitch == true {
                 // Fail closed: a kill switch outlives its runtime until `down`, as after a crash.
-                _ = try? session.stop(keepKillSwitch: true)
-                session.tunnel?.publish(status: .disconnected)
+                session.abandon()
                 engine.recordDisconnect(name, message: "the runtime failed: \(reason)")
                 throw Failure("the runtime failed: \(reason)\nthe kill switch stays in place until `tunnelgate down \(name)`")
             }
@@ -497,6 +494,7 @@ extension CommandLine {
         if !r.addresses.isEmpty { lines.append("  addresses: \(r.addresses.joined(separator: ", "))") }
         if let dns = r.dns { lines.append("  dns: \(dns)") }
         if let carriers = r.carrierExemption { lines.append("  carrier exemption: \(carriers)") }
+        if let pid = r.planePID { lines.append("  packet plane: pid \(pid), uid \(r.planeUser.map(String.init) ?? "?") (unprivileged, sandboxed)") }
         if let t = r.table {
             lines.append("  routes (table \(t)): IPv4 \(r.ipv4Routes.included) included, \(r.ipv4Routes.excluded) excluded; "
                          + "IPv6 \(r.ipv6Routes.included) included, \(r.ipv6Routes.excluded) excluded; \(r.rules) rules")

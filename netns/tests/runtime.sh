@@ -122,15 +122,27 @@ accounted() {
 # check_processes_clean DESC FILE: FILE (cmdline or environ) of every live tunnelgate process of C and L
 # (there must be one in each, and FILE must read as theirs) does not hold the secret.
 check_processes_clean() {
-  local desc=$1 file=$2 pid pids_c pids_l text problems=()
+  local desc=$1 file=$2 pid pids_c pids_l planes text problems=()
   pids_c=$(tg_tunnel_pids "$NS_C") pids_l=$(tg_tunnel_pids "$NS_L")
+  planes="$(tg_plane_pids "$NS_C") $(tg_plane_pids "$NS_L")"
   [ -n "$pids_c" ] || problems+=("no tunnelgate process in C")
   [ -n "$pids_l" ] || problems+=("no tunnelgate process in L")
+  [ "$(wc -w <<<"$planes")" -eq 2 ] || problems+=("not one packet plane in each of C and L: $planes")
   for pid in $pids_c $pids_l; do
     text=$(tr '\0' '\n' <"/proc/$pid/$file")
     case $file in
     cmdline) [[ $text == *$'\n'up$'\n'* ]] || problems+=("/proc/$pid/cmdline does not read as tunnelgate up: $text") ;;
     environ) [[ $text == *PATH=* ]] || problems+=("/proc/$pid/environ has no PATH: unreadable?") ;;
+    esac
+    grep -qFf "$pattern" <<<"$text" && problems+=("/proc/$pid/$file holds the secret")
+  done
+  # The planes hold the secret in memory only: their command line is `tunnelgate plane`, their
+  # environment empty.
+  for pid in $planes; do
+    text=$(tr '\0' '\n' <"/proc/$pid/$file")
+    case $file in
+    cmdline) [ "$text" == $'tunnelgate\nplane' ] || problems+=("/proc/$pid/cmdline of the plane is not tunnelgate plane: $text") ;;
+    environ) [ -z "$text" ] || problems+=("/proc/$pid/environ of the plane is not empty") ;;
     esac
     grep -qFf "$pattern" <<<"$text" && problems+=("/proc/$pid/$file holds the secret")
   done

@@ -26,6 +26,12 @@ struct CTunnelgateShims_plane_spawn {
     /// The plane's own writable directory: a private tmpfs (mode 0700, owned by uid) mounted here after
     /// everything else was made read-only. NULL for none.
     const char *writable;
+    /// The environment, NULL-terminated (empty but for test hooks the engine was told to pass on).
+    char *const *environment;
+    /// Tests only: a directory of the host (opened O_PATH before the sandbox is made, or -1) bind-mounted
+    /// read-write at `test_directory` inside the plane, so test fixtures can leave files there.
+    int test_directory_fd;
+    const char *test_directory;
 };
 
 /// Forks the packet plane: in the child, before the executable runs, a new mount namespace in which
