@@ -75,18 +75,26 @@ static void plane_child(const struct CTunnelgateShims_plane_spawn *spec, int rep
     int null_high = fcntl(null_fd, F_DUPFD_CLOEXEC, 10);
     if (channel < 0 || log_high < 0 || report_high < 0 || exe_high < 0 || null_high < 0) child_fail(report, 1);
     report = report_high;
-    int test_high = spec->test_directory_fd >= 0 ? fcntl(spec->test_directory_fd, F_DUPFD_CLOEXEC, 10) : -1;
     if (dup2(null_high, 0) < 0 || dup2(log_high, 1) < 0 || dup2(log_high, 2) < 0 || dup2(channel, 3) < 0
-        || dup3(report_high, 4, O_CLOEXEC) < 0 || dup3(exe_high, 5, O_CLOEXEC) < 0
-        || (test_high >= 0 && dup3(test_high, 6, O_CLOEXEC) < 0)) {
+        || dup3(report_high, 4, O_CLOEXEC) < 0 || dup3(exe_high, 5, O_CLOEXEC) < 0) {
         child_fail(report, 1);
     }
     report = 4;
-    if (syscall(SYS_close_range, test_high >= 0 ? 7 : 6, ~0U, 0) != 0) child_fail(report, 2);
+    if (syscall(SYS_close_range, 6, ~0U, 0) != 0) child_fail(report, 2);
 
     // A mount namespace where everything is read-only and the engine's files are not there at all.
     if (unshare(CLONE_NEWNS) != 0) child_fail(report, 3);
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) child_fail(report, 4);
+    // The test directory, named in this namespace (a bind mount's source must be one of its mounts)
+    // before anything covers it.
+    if (spec->test_directory && spec->test_directory_fd >= 0) {
+        int t = open(spec->test_directory, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (t < 0) child_fail(report, 17);
+        if (t != 6) {
+            if (dup3(t, 6, O_CLOEXEC) < 0) child_fail(report, 17);
+            close(t);
+        }
+    }
     for (const char *const *dir = spec->hidden; dir && *dir; dir++) {
         struct stat st;
         if (stat(*dir, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
