@@ -63,6 +63,16 @@ public struct RestartPolicy: Sendable, Equatable {
 ///                   └──────── stop ──────────┴──── stop ──┴──▶ stopped
 /// ```
 public final class TunnelSession {
+    /// What the engine needs and keeps: netlink, nftables, the TUN and SO_MARK (NET_ADMIN), carrier ports
+    /// below 1024 (NET_BIND_SERVICE), setns into an isolate namespace and the plane's mount namespace
+    /// (SYS_ADMIN), the plane's uid, groups and bounding set (SETUID, SETGID, SETPCAP), signalling the
+    /// plane's other uid (KILL), configurations and keys of the invoking user (DAC_OVERRIDE,
+    /// DAC_READ_SEARCH), locked memory for keys (IPC_LOCK), and systemd-resolved's namespace
+    /// (SYS_PTRACE, /proc/PID/ns/net of another user's process). Everything else goes at `up`.
+    public static let engineCapabilities: Set<Capability> = [.netAdmin, .netBindService, .sysAdmin, .setuid, .setgid,
+                                                             .setpcap, .kill, .dacOverride, .dacReadSearch, .ipcLock,
+                                                             .sysPtrace]
+
     private enum State {
         case idle
         /// The plane runs and has loaded the runtime; the kernel is untouched.
@@ -266,7 +276,16 @@ public final class TunnelSession {
                     return .stopRequested
                 }
             }
-            if let end = watchPlane(notified: planeIndexes.contains { set.events(at: $0) != [] }) { return end }
+            if let end = watchPlane(notified: planeIndexes.contains { set.events(at: $0) != [] }) {
+                guard case .runtimeFailed(let reason) = end, let tunnel, tunnel.plan.hasKillSwitch else { return end }
+                // The engine outlives its plane: under a kill switch it stays, keeps the switch repaired and
+                // answers `status` (disconnected, with why) until `down`, SIGTERM or `stop`.
+                state = .failedClosed(tunnel, reason: "the runtime failed: \(reason)")
+                tunnel.publish(planePID: nil, planeUser: nil)
+                tunnel.publish(status: .disconnected)
+                engine.recordDisconnect(tunnel.plan.interfaceName, message: "the runtime failed: \(reason)")
+                log("the runtime failed: \(reason); the kill switch stays in place until `tunnelgate down \(tunnel.plan.interfaceName)`")
+            }
             if let monitor, let tunnel {
                 if (monitorStart..<monitorEnd).contains(where: { set.events(at: $0) != [] }) { monitor.notificationsArrived() }
                 let pass = monitor.runDueCheck(tunnel: tunnel)

@@ -255,6 +255,8 @@ extension CommandLine {
     static func upWithPlane(_ original: TunnelSettings, path: String, isolated: NetworkNamespace?, ready: FileDescriptor?,
                             fail: (String) -> Failure) throws -> Int32 {
         var settings = original
+        // The engine keeps only the capabilities it needs (TunnelSession.engineCapabilities).
+        do { try ProcessControl.keepOnly(TunnelSession.engineCapabilities) } catch { throw fail(error.description) }
         // What the plane needs, read here (files trusted, secrets in secure memory), nothing loaded.
         let package: PlanePackage
         let identity: MeshIdentity?
@@ -315,13 +317,8 @@ extension CommandLine {
         case .failedClosed(let reason):
             failure = "failed closed: \(reason)"
         case .runtimeFailed(let reason):
+            // Without a kill switch (with one the session holds it until down, and does not end here).
             failure = reason
-            if session.tunnel?.plan.hasKillSwitch == true {
-                // Fail closed: a kill switch outlives its runtime until `down`, as after a crash.
-                session.abandon()
-                engine.recordDisconnect(name, message: "the runtime failed: \(reason)")
-                throw Failure("the runtime failed: \(reason)\nthe kill switch stays in place until `tunnelgate down \(name)`")
-            }
             printError("tunnelgate: \(name): the runtime failed: \(reason); stopping")
         }
         do {

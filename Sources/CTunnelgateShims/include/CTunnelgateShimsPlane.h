@@ -61,4 +61,8 @@ ssize_t CTunnelgateShims_send_with_fds(int socket, const void *bytes, size_t len
 ssize_t CTunnelgateShims_receive_with_fds(int socket, void *buffer, size_t capacity, int *fds, int capacity_fds,
                                           int *received_fds, int *truncated);
 
+/// Keeps only the capabilities in `keep` (a bit per CAP_*): every other one leaves the bounding set, and
+/// the effective and permitted sets become `keep` (inheritable and ambient empty). 0, or -1 with errno.
+int CTunnelgateShims_keep_capabilities(uint64_t keep);
+
 #endif
