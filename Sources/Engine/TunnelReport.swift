@@ -203,6 +203,8 @@ extension Engine {
             report.planeUser = record?.planeUser
             report.counters = record?.counters
             report.runtime = record?.runtimeStatus.flatMap { try? JSONParser.parse(Array($0.utf8)) }
+            // An owner that holds a tunnel whose runtime failed (its kill switch in place) says why.
+            if report.status == .disconnected { report.lastDisconnectError = lastDisconnectError(name) }
         } else {
             report.lastDisconnectError = lastDisconnectError(name)
             guard journal != nil else { return report }

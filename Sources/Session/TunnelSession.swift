@@ -352,6 +352,9 @@ public final class TunnelSession {
                     continue
                 }
             }
+            if trouble == nil, plane.garbage > PlaneProcess.garbageLimit {
+                trouble = "the packet plane flooded or garbled its channel (\(plane.garbage) bad datagrams)"
+            }
             if trouble == nil, ProcessControl.monotonicSeconds() - plane.lastHeard > PlaneProcess.silenceLimit {
                 trouble = "the packet plane said nothing for \(Int(PlaneProcess.silenceLimit)) s (hung)"
             }

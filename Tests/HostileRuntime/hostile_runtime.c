@@ -150,6 +150,8 @@ int32_t tunnelgate_runtime_start(const char *args_json, const char *secret, tunn
     TRY(h, "readEngineState", open_and_read("/run/tunnelgate"));
     char path[4096];
     if (find_value(args_json, "--read", path, sizeof path)) TRY(h, "readKeyFile", open_and_read(path));
+    if (find_value(args_json, "--read-hidden", path, sizeof path)) TRY(h, "readHiddenKeyFile", open_and_read(path));
+    if (find_value(args_json, "--state", path, sizeof path)) TRY(h, "readEngineStateFile", open_and_read(path));
     TRY(h, "readShadow", open_and_read("/etc/shadow"));
     TRY(h, "ptraceEngine", ptrace(PTRACE_ATTACH, engine, 0, 0));
     TRY(h, "readEngineMemory", read_engine_memory(engine));
