@@ -71,7 +71,7 @@ let package = Package(
         .target(name: "Session", dependencies: ["Engine", "PlaneProtocol", "RuntimeABI", "TUN", "Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),
         .executableTarget(name: "tunnelgate", dependencies: ["Session", "PacketPlane", "Engine", "Runtimes", "WireGuard", "TunnelgateSettings"]),
         // NEPacketTunnelProvider & co. with Apple's names; setTunnelNetworkSettings drives Engine.up.
-        .target(name: "NetworkExtension", dependencies: ["Session", "Engine", "TUN", "LinuxSystem", "TunnelgateSettings"]),
+        .target(name: "NetworkExtension", dependencies: ["Session", "Engine", "PlaneProtocol", "CPlaneSeccomp", "TUN", "LinuxSystem", "TunnelgateSettings"]),
         // A host for a provider class, with the seed's PacketTunnelProvider compiled beside an instrumented one.
         .executableTarget(name: "tunnelgate-provider-example", dependencies: ["NetworkExtension"],
                           path: "Examples/tunnelgate-provider-example"),

@@ -515,6 +515,22 @@ tg_plane_pids() {
   return 0
 }
 
+# tg_plane_test_hooks NAME...: for a test fixture that runs in a packet plane (a runtime, a provider),
+# whose environment is empty and which writes only its own tmpfs: exports the engine's test hooks so the
+# plane gets the variables NAME... and may write in $TG_HOOKS (made here, mode 1777), where the fixture's
+# files then go. Never set by Tunnelgate itself.
+tg_plane_test_hooks() {
+  TG_HOOKS=$TG_TMP/hooks
+  mkdir -p "$TG_HOOKS" && chmod 1777 "$TG_HOOKS"
+  local IFS=,
+  export TG_HOOKS TUNNELGATE_PLANE_TEST_DIRECTORY=$TG_HOOKS TUNNELGATE_PLANE_PASS_ENVIRONMENT="$*"
+}
+
+# tg_plane_uid NS NAME: the uid of tunnel NAME's packet plane (its carrier identity), from its status.
+tg_plane_uid() {
+  ip netns exec "$1" "$TG" status "$2" --json 2>/dev/null | jq -r '.planeUser // empty'
+}
+
 # _tg_is_plane PID: PID is a packet plane (its command line is `tunnelgate plane …`).
 _tg_is_plane() {
   [ "$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | cut -d' ' -f2)" == plane ]

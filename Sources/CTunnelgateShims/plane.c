@@ -141,6 +141,11 @@ static void plane_child(const struct CTunnelgateShims_plane_spawn *spec, int rep
         source[k] = 0;
         if (mount(source, spec->test_directory, NULL, MS_BIND, NULL) != 0) child_fail(report, 17);
         close(6);
+        // A bind of a read-only mount is read-only: this one is the plane's to write in.
+        struct mount_attr rw;
+        memset(&rw, 0, sizeof rw);
+        rw.attr_clr = MOUNT_ATTR_RDONLY;
+        if (syscall(SYS_mount_setattr, AT_FDCWD, spec->test_directory, 0, &rw, sizeof rw) != 0) child_fail(report, 17);
     }
 
     // The user, and no way back to privileges.

@@ -15,9 +15,12 @@ public enum EngineMessage: Codable, Sendable, Equatable {
     case message(id: UInt64, data: [UInt8])
     /// Stop the runtime and exit.
     case stop
-    /// The answer to a provider's `apply` (setTunnelNetworkSettings): nil error is success; the first
-    /// success carries the TUN descriptor.
-    case applied(id: UInt64, error: String?)
+    /// A NetworkExtension provider's plane starts its provider: what the manager handed the engine
+    /// (the host's handoff as JSON, nil when none), for `TunnelgateHostHandoff.current` in the plane.
+    case provider(handoff: JSONText?)
+    /// The answer to a provider's `apply` (setTunnelNetworkSettings): nil error is success; a success
+    /// that made a new TUN carries its descriptor.
+    case applied(id: UInt64, error: String?, code: Int?)
     /// A provider: stopTunnel(with: reason), then exit.
     case stopTunnel(reason: Int)
 }

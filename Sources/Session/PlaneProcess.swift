@@ -54,7 +54,7 @@ public final class PlaneProcess {
 
     /// Starts this executable (`/proc/self/exe`, or `executable`) as a plane running as `user`.
     public static func spawn(user: PlaneUser, log: FileDescriptor?, arguments: [String] = ["tunnelgate", "plane"],
-                             executable: FileDescriptor? = nil) throws(SessionError) -> PlaneProcess {
+                             executable: FileDescriptor? = nil, environment: [String] = []) throws(SessionError) -> PlaneProcess {
         let exe: FileDescriptor
         do {
             exe = try executable ?? FileDescriptor.openExecutable()
@@ -71,6 +71,7 @@ public final class PlaneProcess {
                                              uid: user.uid, gid: user.gid, arguments: arguments,
                                              hidden: hidden, writable: writable)
             (spec.environment, spec.testDirectory) = testHooks()
+            spec.environment += environment
             process = try SandboxedProcess.spawn(spec)
         } catch {
             pair.engine.descriptor.close()
@@ -164,8 +165,18 @@ public final class PlaneProcess {
         case provider(PlaneMessage, descriptors: [FileDescriptor])
     }
 
-    /// Everything the plane has sent, without waiting, and its exit.
+    /// Everything the plane has sent, without waiting, and its exit: first what arrived while an app
+    /// message waited for its answer.
     public func drain() -> [Event] {
+        let held = backlog
+        backlog = []
+        return held + receive()
+    }
+
+    /// Events that arrived during `message` with no one to handle them, for the next `drain`.
+    private var backlog: [Event] = []
+
+    private func receive() -> [Event] {
         var events: [Event] = []
         while true {
             let event: ChannelEndpoint<EngineMessage, PlaneMessage>.Event?
@@ -204,7 +215,7 @@ public final class PlaneProcess {
     /// Waits for events until `deadline` (or the first events).
     func poll(until deadline: Double) -> [Event] {
         while true {
-            let events = drain()
+            let events = receive()
             if !events.isEmpty || exitStatus != nil { return events }
             let left = deadline - ProcessControl.monotonicSeconds()
             if left <= 0 { return [] }
@@ -218,26 +229,40 @@ public final class PlaneProcess {
     /// The descriptors the owner's loop polls for this plane.
     public var descriptors: [FileDescriptor] { [channel.descriptor, process.exitDescriptor] }
 
-    /// An app message to the runtime, answered within `timeout`. Other events that arrive meanwhile
-    /// are returned for the caller's loop.
-    public func message(_ data: [UInt8], timeout: Double = 10) -> (Result<[UInt8], ControlFailure>, [Event]) {
+    /// An app message to the runtime, answered within `timeout`. What else the plane sends meanwhile
+    /// goes to `during` as it arrives (a provider asking for settings while it handles the message must
+    /// be answered, or both wait); `during` returns false to stop waiting. Without `during` those events
+    /// are kept for the next `drain`, so an exit or a failure is never lost.
+    public func message(_ data: [UInt8], timeout: Double = 10,
+                        during: ((Event) -> Bool)? = nil) -> Result<[UInt8], ControlFailure> {
         let id = nextMessageID
         nextMessageID += 1
         do throws(SystemCallError) { try channel.send(.message(id: id, data: data)) } catch {
-            return (.failure(ControlFailure("the packet plane: \(error)")), [])
+            return .failure(ControlFailure("the packet plane: \(error)"))
         }
         let deadline = ProcessControl.monotonicSeconds() + timeout
-        var others: [Event] = []
-        while ProcessControl.monotonicSeconds() < deadline {
+        var answer: Result<[UInt8], ControlFailure>?
+        var stopped = false
+        while answer == nil, ProcessControl.monotonicSeconds() < deadline {
+            // Every event of a batch is handed on, also those after the answer (a provider that replies
+            // and then cancels sends both at once).
             for event in poll(until: deadline) {
-                if case .reply(let got, let data, let error) = event, got == id {
-                    return (error.map { .failure(ControlFailure($0)) } ?? .success(data ?? []), others)
+                if answer == nil, case .reply(let got, let data, let error) = event, got == id {
+                    answer = error.map { .failure(ControlFailure($0)) } ?? .success(data ?? [])
+                    continue
                 }
-                if case .exited = event { return (.failure(ControlFailure("the packet plane exited")), others + [event]) }
-                others.append(event)
+                if let during, !stopped {
+                    if !during(event) {
+                        stopped = true
+                        answer = answer ?? .failure(ControlFailure("the tunnel is stopping"))
+                    }
+                } else {
+                    backlog.append(event)
+                }
+                if case .exited = event, answer == nil { answer = .failure(ControlFailure("the packet plane exited")) }
             }
         }
-        return (.failure(ControlFailure("the runtime did not answer within \(Int(timeout)) s")), others)
+        return answer ?? .failure(ControlFailure("the runtime did not answer within \(Int(timeout)) s"))
     }
 
     /// Sends a message as is (a provider's answers).

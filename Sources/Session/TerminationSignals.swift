@@ -8,4 +8,9 @@ public enum TerminationSignals {
     public static func block() throws(SystemCallError) -> FileDescriptor {
         FileDescriptor(rawValue: try syscall("signalfd") { CTunnelgateShims_termination_signalfd() })
     }
+
+    /// The next pending signal on a descriptor `block` returned; 0 when none.
+    public static func read(_ descriptor: FileDescriptor) -> Int32 {
+        CTunnelgateShims_signalfd_read(descriptor.rawValue)
+    }
 }

@@ -404,14 +404,9 @@ public final class TunnelSession {
 
     private func appMessage(_ bytes: [UInt8]) -> Result<[UInt8], ControlFailure> {
         guard case .running(let plane, let tunnel, _) = state else { return .failure(ControlFailure("the runtime is not running")) }
-        let (answer, others) = plane.message(bytes)
-        // Reports that came in meanwhile still count.
-        for case .report(let r) in others {
-            lastRuntime = r.runtimeState
-            fold(r.counters)
-        }
         _ = tunnel
-        return answer
+        // What else came in meanwhile (reports, an exit) waits for the loop's next drain.
+        return plane.message(bytes)
     }
 
     private func fold(_ planeCounters: PacketCounters) {
