@@ -374,10 +374,7 @@ enum KeyOrder {
     /// Stable: problems at one path keep the order they were found in.
     static func sorted(_ findings: [SettingsTranslation.Finding]) -> [SettingsTranslation.Finding] {
         findings.enumerated().map { ($0.offset, ranks($0.element), $0.element) }
-            .sorted { a, b in
-                if a.1 == b.1 { return a.0 < b.0 }
-                return precedes(a.1, b.1) || (!precedes(b.1, a.1) && a.0 < b.0)
-            }
+            .sorted { a, b in a.1 == b.1 ? a.0 < b.0 : precedes(a.1, b.1) }
             .map(\.2)
     }
 }

@@ -606,8 +606,3 @@ enum WgQuickKeys {
         }
     }
 }
-
-extension IPAddress {
-    var ipv4: IPv4Address? { if case .v4(let a) = self { a } else { nil } }
-    var ipv6: IPv6Address? { if case .v6(let a) = self { a } else { nil } }
-}
