@@ -3,7 +3,7 @@
 /// each at the model key path it concerns, and the values it could not translate.
 ///
 /// A value that could not be translated keeps its place in the model, held by a placeholder
-/// (`SettingsTranslation.placeholder…`), so that indices and counts stay the source's
+/// (0.0.0.0, `::`, a default route, an empty string), so that indices and counts stay the source's
 /// (`subnetMasks: 1 mask for 2 addresses` when the second address is not one): `refuse` records
 /// the problem and the path, and validation skips what is at or below a refused path. `finish`
 /// then runs the model's validation (`TunnelSettings.validate`'s rules, the same code) and reports
@@ -24,7 +24,7 @@ public struct SettingsTranslation: Sendable {
 
     private(set) var findings: [Finding] = []
     /// The model key paths at which the translator left a placeholder (or found nothing to put).
-    public private(set) var refused: Set<String> = []
+    private(set) var refused: Set<String> = []
 
     public init() {}
 
@@ -65,10 +65,10 @@ public struct SettingsTranslation: Sendable {
     // MARK: Placeholders
 
     /// Stand in for a value that could not be translated; never checked, never returned.
-    public static let placeholderIPv4 = IPv4Address(0)
-    public static let placeholderIPv6 = IPv6Address(high: 0, low: 0)
-    public static let placeholderAddress = IPAddress.v4(placeholderIPv4)
-    public static func placeholderRoute(_ family: IPFamily) -> Route { .default(family) }
+    static let placeholderIPv4 = IPv4Address(0)
+    static let placeholderIPv6 = IPv6Address(high: 0, low: 0)
+    static let placeholderAddress = IPAddress.v4(placeholderIPv4)
+    static func placeholderRoute(_ family: IPFamily) -> Route { .default(family) }
 
     // MARK: Values from text
 

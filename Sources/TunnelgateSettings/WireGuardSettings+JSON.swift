@@ -23,7 +23,10 @@ extension SettingsReader {
         }
         var peers: [WireGuardSettings.Peer] = []
         for (value, p) in array(m["peers"]) ?? [] {
-            let pm = members(value, p, allowed: Self.wireguardPeerKeys) ?? [:]
+            guard let pm = members(value, p, allowed: Self.wireguardPeerKeys) else {
+                peers.append(WireGuardSettings.Peer(publicKey: WireGuardSettings.placeholderPublicKey))
+                continue
+            }
             var publicKey = WireGuardSettings.placeholderPublicKey
             if let text = string(pm["publicKey"]) {
                 // Not quoted back: a private key pasted here by mistake must not reach a terminal or log.
