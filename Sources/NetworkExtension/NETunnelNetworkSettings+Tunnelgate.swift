@@ -46,23 +46,23 @@ extension NETunnelNetworkSettings {
             }
             if let v4 = packet.ipv4Settings {
                 let path = "ipv4Settings"
-                let (addresses, mesh) = t.ipv4Addresses(v4.addresses.map(Optional.some), at: "\(path).addresses")
+                let (addresses, mesh) = t.ipv4Addresses(v4.addresses, at: "\(path).addresses")
                 meshAddressIndex = mesh
                 ipv4 = IPv4Settings(addresses: addresses,
-                                    subnetMasks: t.subnetMasks(v4.subnetMasks.map(Optional.some), at: "\(path).subnetMasks"),
+                                    subnetMasks: t.subnetMasks(v4.subnetMasks, at: "\(path).subnetMasks"),
                                     includedRoutes: Self.routes(v4.includedRoutes, "\(path).includedRoutes", &t),
                                     excludedRoutes: Self.routes(v4.excludedRoutes, "\(path).excludedRoutes", &t))
             }
             if let v6 = packet.ipv6Settings {
                 let path = "ipv6Settings"
-                ipv6 = IPv6Settings(addresses: t.ipv6Addresses(v6.addresses.map(Optional.some), at: "\(path).addresses"),
+                ipv6 = IPv6Settings(addresses: t.ipv6Addresses(v6.addresses, at: "\(path).addresses"),
                                     networkPrefixLengths: v6.networkPrefixLengths.map(\.intValue),
                                     includedRoutes: Self.routes(v6.includedRoutes, "\(path).includedRoutes", &t),
                                     excludedRoutes: Self.routes(v6.excludedRoutes, "\(path).excludedRoutes", &t))
             }
         }
         let dns = dnsSettings.map { d in
-            DNSSettings(servers: t.dnsServers(d.servers.map(Optional.some), at: "dnsSettings.servers"),
+            DNSSettings(servers: t.dnsServers(d.servers, at: "dnsSettings.servers"),
                         searchDomains: (d.searchDomains ?? []).map(SettingsTranslation.domain),
                         matchDomains: d.matchDomains?.map(SettingsTranslation.domain),
                         matchDomainsNoSearch: d.matchDomainsNoSearch,
@@ -72,7 +72,7 @@ extension NETunnelNetworkSettings {
             name: host.interfaceName, tunnelRemoteAddress: tunnelRemoteAddress, mtu: mtu,
             ipv4Settings: ipv4, ipv6Settings: ipv6, dnsSettings: dns,
             includeAllNetworks: host.includeAllNetworks, excludeLocalNetworks: host.excludeLocalNetworks,
-            carrierEndpoints: t.carrierEndpoints(host.carrierEndpoints.map(Optional.some), at: "carrierEndpoints"),
+            carrierEndpoints: t.carrierEndpoints(host.carrierEndpoints, at: "carrierEndpoints"),
             runtime: .none, meshAddressIndex: meshAddressIndex)
         settings.addRemoteAsCarrier()
         return try t.finish(settings) { Self.networkExtensionKeyPath($0, mtuFromOverhead: mtuFromOverhead) }

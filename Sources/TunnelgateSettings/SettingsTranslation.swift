@@ -52,6 +52,8 @@ public struct SettingsTranslation: Sendable {
     /// (`destinationSubnetMask`, a file's line).
     public func finish(_ settings: TunnelSettings,
                        naming name: @escaping (String) -> String = { $0 }) throws(ConfigurationError) -> TunnelSettings {
+        // A placeholder without its problem would be returned as a value: a translator's bug.
+        precondition(refused.isEmpty || !findings.isEmpty, "a value was refused without a problem saying why")
         var validator = SettingsValidator(settings, refused: refused, refer: name)
         let all = KeyOrder.sorted(findings + validator.run())
         guard all.isEmpty else {
@@ -74,8 +76,12 @@ public struct SettingsTranslation: Sendable {
 
     /// NEIPv4Settings.addresses: each an IPv4 address, or `"auto"` (once: this node's mesh address,
     /// derived from its MeshGuard identity; 0.0.0.0 stands there until `resolvingMeshAddress`).
-    /// nil: the caller refused that element already.
-    public mutating func ipv4Addresses(_ texts: [String?], at path: String) -> (addresses: [IPv4Address], meshAddressIndex: Int?) {
+    public mutating func ipv4Addresses(_ texts: [String], at path: String) -> (addresses: [IPv4Address], meshAddressIndex: Int?) {
+        ipv4Addresses(texts.map(Optional.some), at: path)
+    }
+
+    /// The same, where a nil element is one the caller refused already (a JSON value of the wrong type).
+    mutating func ipv4Addresses(_ texts: [String?], at path: String) -> (addresses: [IPv4Address], meshAddressIndex: Int?) {
         var addresses: [IPv4Address] = []
         var mesh: Int?
         for (i, text) in texts.enumerated() {
@@ -96,7 +102,12 @@ public struct SettingsTranslation: Sendable {
     }
 
     /// NEIPv4Settings.subnetMasks: each an IPv4 address (whether it is a contiguous mask is validation's).
-    public mutating func subnetMasks(_ texts: [String?], at path: String) -> [IPv4Address] {
+    public mutating func subnetMasks(_ texts: [String], at path: String) -> [IPv4Address] {
+        subnetMasks(texts.map(Optional.some), at: path)
+    }
+
+    /// The same, where a nil element is one the caller refused already (a JSON value of the wrong type).
+    mutating func subnetMasks(_ texts: [String?], at path: String) -> [IPv4Address] {
         texts.enumerated().map { i, text in
             let p = "\(path)[\(i)]"
             guard let text else { markRefused(p); return Self.placeholderIPv4 }
@@ -106,7 +117,12 @@ public struct SettingsTranslation: Sendable {
     }
 
     /// NEIPv6Settings.addresses.
-    public mutating func ipv6Addresses(_ texts: [String?], at path: String) -> [IPv6Address] {
+    public mutating func ipv6Addresses(_ texts: [String], at path: String) -> [IPv6Address] {
+        ipv6Addresses(texts.map(Optional.some), at: path)
+    }
+
+    /// The same, where a nil element is one the caller refused already (a JSON value of the wrong type).
+    mutating func ipv6Addresses(_ texts: [String?], at path: String) -> [IPv6Address] {
         texts.enumerated().map { i, text in
             let p = "\(path)[\(i)]"
             guard let text else { markRefused(p); return Self.placeholderIPv6 }
@@ -224,7 +240,12 @@ public struct SettingsTranslation: Sendable {
     }
 
     /// NEDNSSettings.servers: each an IP address.
-    public mutating func dnsServers(_ texts: [String?], at path: String) -> [IPAddress] {
+    public mutating func dnsServers(_ texts: [String], at path: String) -> [IPAddress] {
+        dnsServers(texts.map(Optional.some), at: path)
+    }
+
+    /// The same, where a nil element is one the caller refused already (a JSON value of the wrong type).
+    mutating func dnsServers(_ texts: [String?], at path: String) -> [IPAddress] {
         texts.enumerated().map { i, text in
             let p = "\(path)[\(i)]"
             guard let text else { markRefused(p); return Self.placeholderAddress }
@@ -240,7 +261,12 @@ public struct SettingsTranslation: Sendable {
     }
 
     /// Carrier endpoints written `HOST[:PORT][/udp|/tcp]`, each with its key path.
-    public mutating func carrierEndpoints(_ texts: [String?], at path: String) -> [CarrierEndpoint] {
+    public mutating func carrierEndpoints(_ texts: [String], at path: String) -> [CarrierEndpoint] {
+        carrierEndpoints(texts.map(Optional.some), at: path)
+    }
+
+    /// The same, where a nil element is one the caller refused already (a JSON value of the wrong type).
+    mutating func carrierEndpoints(_ texts: [String?], at path: String) -> [CarrierEndpoint] {
         var out: [CarrierEndpoint] = []
         for (i, text) in texts.enumerated() {
             let p = "\(path)[\(i)]"
