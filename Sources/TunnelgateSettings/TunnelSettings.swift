@@ -2,9 +2,13 @@
 /// NetworkExtension's NEPacketTunnelNetworkSettings, plus what Linux needs
 /// that iOS decides by itself (interface name, carrier endpoints, runtime).
 ///
-/// Values are validated: an instance only exists for a configuration that
-/// passed `TunnelSettings.parse(json:)` (or `WgQuickConfig.parse`, which
-/// validates through it).
+/// This is the model every format is translated to, each by a pure function:
+/// a JSON file (`TunnelSettings.parse(json:)`), a wg-quick file
+/// (`WgQuickConfig.parse`) and NetworkExtension's settings objects
+/// (`NETunnelNetworkSettings.tunnelgateSettings`). The rules the values must
+/// satisfy are the model's, `validate()`, which each translator calls on what
+/// it built: what a translator returns has passed it. Settings built in code
+/// are checked with `validate()` as well.
 public struct TunnelSettings: Sendable, Equatable {
     /// The TUN interface name (`tg0` by default). Also the tunnel's name for
     /// `tunnelgate down`, `status` and the state directory.
@@ -13,7 +17,7 @@ public struct TunnelSettings: Sendable, Equatable {
     /// address or host name. Always a carrier endpoint.
     public var tunnelRemoteAddress: String
     /// NEPacketTunnelNetworkSettings.mtu; nil means the default (1500). The
-    /// WireGuard runtime's default, 1420, is set here by the parsers.
+    /// WireGuard runtime's default, 1420, is set here by the translators.
     public var mtu: Int?
     public var ipv4Settings: IPv4Settings?
     public var ipv6Settings: IPv6Settings?

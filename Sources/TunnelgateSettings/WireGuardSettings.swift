@@ -81,3 +81,9 @@ public struct WireGuardSettings: Sendable, Equatable {
         self.peers = peers
     }
 }
+
+extension WireGuardSettings {
+    /// Stand in for keys a translator could not read (its problem says why); never returned.
+    static let placeholderPublicKey = [UInt8](repeating: 0, count: 32)
+    static var placeholderPrivateKey: SecretKey { SecretKey(bytes: placeholderPublicKey)! }
+}
