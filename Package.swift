@@ -80,7 +80,7 @@ let package = Package(
         .testTarget(name: "LinuxSystemTests", dependencies: ["LinuxSystem"]),
         .testTarget(name: "TunnelgateSettingsTests", dependencies: ["TunnelgateSettings"]),
         .testTarget(name: "NetlinkTests", dependencies: ["Netlink", "LinuxSystem", "TunnelgateTestSupport"]),
-        .testTarget(name: "DNSConfigTests", dependencies: ["DNSConfig", "CSystemd"]),
+        .testTarget(name: "DNSConfigTests", dependencies: ["DNSConfig", "CSystemd", "LinuxSystem"]),
         .testTarget(name: "NftablesTests", dependencies: ["Nftables", "LinuxSystem", "TunnelgateTestSupport"]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Netlink", "TunnelgateTestSupport"]),
         .testTarget(name: "NetworkExtensionTests", dependencies: ["NetworkExtension", "TunnelgateSettings"]),
