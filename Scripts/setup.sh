@@ -24,6 +24,7 @@ packages=(
   binutils        # strip and objdump: Scripts/install.sh, Scripts/package-deb.sh
   dpkg-dev        # dpkg-shlibdeps: the package's Depends from the libraries the binaries link
   groff-base      # groff: the man pages' test renders and lints them
+  man-db          # lexgrog: the man pages' test checks that their NAME line can be indexed
   mmdebstrap      # the package test installs the .deb into a clean Debian root it makes
   systemd         # systemd-analyze verify of the units (systemd need not be running)
   zsh             # the completion test exercises the zsh completion too
