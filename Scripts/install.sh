@@ -14,6 +14,7 @@
 #   --unitdir DIR  the systemd units' directory (default PREFIX/lib/systemd/system, which systemd
 #                  searches for the prefixes /usr and /usr/local only)
 #   --uninstall    remove what the manifest lists
+#   --build-only   build what would be installed (into .build/install) and stop
 #
 # Installs, for prefix P:
 #   P/sbin/tunnelgate                                  statically linked Swift runtime (no toolchain needed)
@@ -35,13 +36,15 @@ prefix=/usr/local
 destdir=""
 unitdir=""
 uninstall=0
-usage() { echo "Usage: Scripts/install.sh [--prefix DIR] [--destdir DIR] [--unitdir DIR] [--uninstall]" >&2; exit 64; }
+build_only=0
+usage() { echo "Usage: Scripts/install.sh [--prefix DIR] [--destdir DIR] [--unitdir DIR] [--uninstall | --build-only]" >&2; exit 64; }
 while [ $# -gt 0 ]; do
   case $1 in
   --prefix) [ $# -ge 2 ] || usage; prefix=$2; shift 2 ;;
   --destdir) [ $# -ge 2 ] || usage; destdir=$2; shift 2 ;;
   --unitdir) [ $# -ge 2 ] || usage; unitdir=$2; shift 2 ;;
   --uninstall) uninstall=1; shift ;;
+  --build-only) build_only=1; shift ;;
   -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
   *) echo "Error: unknown argument '$1'" >&2; usage ;;
   esac
@@ -154,6 +157,11 @@ for unit in packaging/systemd/*.service; do
     mv "$stage/systemd/$(basename "$unit").new" "$stage/systemd/$(basename "$unit")"
   fi
 done
+
+if [ "$build_only" -eq 1 ]; then
+  echo "install: built tunnelgate $version into $stage"
+  exit 0
+fi
 
 # --- Install ------------------------------------------------------------------------------------------
 installed=0 unchanged=0 units_changed=0

@@ -37,7 +37,7 @@ _tunnelgate_running() {
   local cmd=${COMP_WORDS[0]:-tunnelgate}
   local args=(status --json)
   [ -n "${1:-}" ] && args+=(--netns "$1")
-  "$cmd" "${args[@]}" 2>/dev/null | sed -n 's/^    "name" : "\([^"]*\)",\{0,1\}$/\1/p'
+  "$cmd" "${args[@]}" 2>/dev/null | sed -n 's/^      "name" : "\([^"]*\)",\{0,1\}$/\1/p'
 }
 
 _tunnelgate() {
@@ -71,7 +71,7 @@ _tunnelgate() {
     return 0
   fi
   if [[ $cur == -* ]]; then
-    mapfile -t COMPREPLY < <(compgen -W "$(_tunnelgate_options "$sub") --help" -- "$cur")
+    mapfile -t COMPREPLY < <(compgen -W "$(_tunnelgate_options "$sub")" -- "$cur")
     return 0
   fi
   [ "$positional" -eq 0 ] || return 0
