@@ -27,6 +27,7 @@ packages=(
   man-db          # lexgrog: the man pages' test checks that their NAME line can be indexed
   mmdebstrap      # the package test installs the .deb into a clean Debian root it makes
   systemd         # systemd-analyze verify of the units (systemd need not be running)
+  systemd-container # systemd-nspawn: the unit test boots a Debian container to run the units under systemd
   zsh             # the completion test exercises the zsh completion too
 )
 
