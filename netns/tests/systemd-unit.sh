@@ -216,4 +216,42 @@ check_fails "the TUN box is gone from namespace box" in_ct ip -n box link show b
 check_eq "namespace box has only lo left" "lo" "$(in_ct ip -n box -o link show | awk -F': ' '{print $2}' | tr '\n' ' ' | sed 's/ $//')"
 
 check_eq "no tunnelgate unit failed" "" "$(in_ct systemctl list-units --failed --no-legend 'tunnelgate*' 2>&1)"
+
+# --- A kill switch and a crash: what ExecStopPost= does, and the drop-in that keeps it (docs/packaging.md)
+write_config ks0
+jq '.includeAllNetworks = true' "$ROOT/etc/tunnelgate/ks0.json" >"$ROOT/etc/tunnelgate/ks0.json.new" &&
+  mv "$ROOT/etc/tunnelgate/ks0.json.new" "$ROOT/etc/tunnelgate/ks0.json" && chmod 600 "$ROOT/etc/tunnelgate/ks0.json"
+mkdir -p "$ROOT/etc/systemd/system/tunnelgate@ks0.service.d"
+# No restart, so that what a crash leaves can be looked at.
+printf '[Service]\nRestart=no\n' >"$ROOT/etc/systemd/system/tunnelgate@ks0.service.d/test-no-restart.conf"
+in_ct systemctl daemon-reload
+kill_switch() { ct_nft list table inet tunnelgate-ks0 >/dev/null 2>&1; }
+ks_connected() { in_ct tunnelgate status ks0 --json 2>&1 | grep '"status" : "connected"'; }
+ended() { [ "$(in_ct systemctl is-active tunnelgate@ks0)" = failed ]; }  # (is-active exits 3 when not active)
+crash() {
+  local p
+  p=$(main_pid tunnelgate@ks0)
+  in_ct sh -c "kill -KILL $p"
+  wait_for "$1: the SIGKILLed unit has ended (failed)" 15 ended
+}
+tg_run in_ct systemctl start tunnelgate@ks0
+wait_for "tunnelgate@ks0 (includeAllNetworks) is connected" 15 ks_connected
+check "its kill switch is in place (nft table inet tunnelgate-ks0)" kill_switch
+crash "as shipped"
+check_fails "as shipped, ExecStopPost= lifted the kill switch after the crash" kill_switch
+in_ct systemctl reset-failed tunnelgate@ks0
+
+printf '[Service]\nExecStopPost=\n' >"$ROOT/etc/systemd/system/tunnelgate@ks0.service.d/fail-closed.conf"
+in_ct systemctl daemon-reload
+tg_run in_ct systemctl start tunnelgate@ks0
+wait_for "with the fail-closed drop-in, tunnelgate@ks0 is connected" 15 ks_connected
+crash "fail-closed"
+check "with the drop-in, the kill switch holds after the crash" kill_switch
+tg_run in_ct systemctl start tunnelgate@ks0
+wait_for "the next start takes over the residue and is connected" 15 ks_connected
+tg_run in_ct systemctl stop tunnelgate@ks0
+check_rc "systemctl stop tunnelgate@ks0" 0
+check_fails "systemctl stop removes the kill switch" kill_switch
+tg_snapshot_ct "$TG_TMP/after-ks"
+check_same_snapshot "after it all, the kernel state is as before" "$before" "$TG_TMP/after-ks"
 tg_summary
