@@ -131,30 +131,39 @@ if newer "$example" Sources/CExampleRuntime/*.c Sources/CExampleRuntime/*.h Sour
   "$cc" -std=c11 -O2 -g -fPIC -shared -fvisibility=hidden -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
     -I Sources/CTunnelgateRuntime/include Sources/CExampleRuntime/*.c \
     -Wl,-soname,libTunnelgateExampleRuntime.so -Wl,-z,relro -Wl,-z,now \
-    -o "$example.new" -lsodium -pthread
-  mv "$example.new" "$example"
+    -o "$example.new.$$" -lsodium -pthread
+  mv "$example.new.$$" "$example"
 fi
 
 # The binary without its DWARF (half its size); the symbol table stays, so crash backtraces keep names.
 if newer "$stage/tunnelgate" "$bin_dir/tunnelgate"; then
-  strip --strip-debug -o "$stage/tunnelgate" "$bin_dir/tunnelgate"
+  strip --strip-debug -o "$stage/tunnelgate.new.$$" "$bin_dir/tunnelgate"
+  mv "$stage/tunnelgate.new.$$" "$stage/tunnelgate"
 fi
 version=$("$stage/tunnelgate" --version)
 
 # Man pages from `tunnelgate help` and docs/configuration.md, so they cannot drift from either.
 if newer "$stage/man/tunnelgate.8.gz" "$stage/tunnelgate" docs/configuration.md Scripts/man.py packaging/man/*; then
+  echo "install: Scripts/man.py → tunnelgate.8, tunnelgate.json.5"
   python3 Scripts/man.py --tunnelgate "$stage/tunnelgate" --configuration docs/configuration.md \
-    --templates packaging/man --output "$stage/man"
-  for page in tunnelgate.8 tunnelgate.json.5; do gzip -9nf "$stage/man/$page"; done
+    --templates packaging/man --output "$stage/man/new.$$"
+  for page in tunnelgate.8 tunnelgate.json.5; do
+    gzip -9nf "$stage/man/new.$$/$page"
+    mv "$stage/man/new.$$/$page.gz" "$stage/man/$page.gz"
+  done
+  rmdir "$stage/man/new.$$"
 fi
 
-# The units name the installed binary.
+# The units name the installed binary (staged per prefix: two installs at once may differ).
+units=$stage/systemd/${prefix//\//_}
+mkdir -p "$units"
 for unit in packaging/systemd/*.service; do
-  sed "s|/usr/sbin/tunnelgate|$prefix/sbin/tunnelgate|g" "$unit" >"$stage/systemd/$(basename "$unit").new"
-  if cmp -s "$stage/systemd/$(basename "$unit").new" "$stage/systemd/$(basename "$unit")"; then
-    rm "$stage/systemd/$(basename "$unit").new"
+  name=$(basename "$unit")
+  sed "s|/usr/sbin/tunnelgate|$prefix/sbin/tunnelgate|g" "$unit" >"$units/$name.new.$$"
+  if cmp -s "$units/$name.new.$$" "$units/$name"; then
+    rm "$units/$name.new.$$"
   else
-    mv "$stage/systemd/$(basename "$unit").new" "$stage/systemd/$(basename "$unit")"
+    mv "$units/$name.new.$$" "$units/$name"
   fi
 done
 
@@ -212,7 +221,7 @@ put 0644 "$stage/man/tunnelgate.8.gz" "$prefix/share/man/man8/tunnelgate.8.gz"
 put 0644 "$stage/man/tunnelgate.json.5.gz" "$prefix/share/man/man5/tunnelgate.json.5.gz"
 put 0644 packaging/completion/tunnelgate.bash "$prefix/share/bash-completion/completions/tunnelgate"
 put 0644 packaging/completion/_tunnelgate "$zsh_dir/_tunnelgate"
-for unit in "$stage"/systemd/*.service; do put 0644 "$unit" "$unitdir/$(basename "$unit")"; done
+for unit in "$units"/*.service; do put 0644 "$unit" "$unitdir/$(basename "$unit")"; done
 put 0644 packaging/tmpfiles/tunnelgate.conf "$prefix/lib/tmpfiles.d/tunnelgate.conf"
 put 0644 README.md "$prefix/share/doc/tunnelgate/README.md"
 for doc in docs/*.md; do put 0644 "$doc" "$prefix/share/doc/tunnelgate/$doc"; done

@@ -29,11 +29,12 @@ done
 mkdir -p "$output"
 output=$(cd "$output" && pwd)
 
-work=$root/.build/package-work
+# A work directory of its own, so that two runs at once (two tests) do not share one.
+mkdir -p "$root/.build"
+work=$(mktemp -d "$root/.build/package-work.XXXXXX")
+trap 'rm -rf "$work"' EXIT
 # dpkg-shlibdeps expects the tree where debhelper would put it: debian/PACKAGE of a source directory.
 tree=$work/src/debian/tunnelgate
-rm -rf "$work"
-mkdir -p "$work"
 
 # --- The tree -----------------------------------------------------------------------------------------
 bash Scripts/install.sh --prefix /usr --destdir "$tree" >"$work/install.log" || {

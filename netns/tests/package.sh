@@ -45,6 +45,40 @@ in_root() {
     in_root "$ROOT" "$cache" "$@"
 }
 
+# --- Scripts/install.sh: idempotent, and --uninstall removes exactly what it installed --------------------
+# Into a staged tree that already holds someone else's files, as a real /usr/local would.
+stage=$TG_TMP/stage
+mkdir -p "$stage/usr/local/share/man/man1" "$stage/usr/local/lib/python3"
+echo other >"$stage/usr/local/share/man/man1/other.1"
+listing() { (cd "$1" && find . -printf '%p %y %m %s %T@\n' | sort); }
+listing "$stage" >"$TG_TMP/stage-before"
+tg_run bash "$TG_ROOT/Scripts/install.sh" --destdir "$stage"
+check_rc "install.sh --destdir (prefix /usr/local) installs" 0
+check_match "… and says how many files" '^install: tunnelgate .*: [0-9]+ files installed, 0 unchanged' "$TG_OUT"
+check "… tunnelgate in PREFIX/sbin" test -x "$stage/usr/local/sbin/tunnelgate"
+check_match "… the unit's ExecStart= names the installed binary" '^ExecStart=/usr/local/sbin/tunnelgate up %i$' \
+  "$(cat "$stage/usr/local/lib/systemd/system/tunnelgate@.service")"
+check_eq "… /etc/tunnelgate is made empty, mode 700" "700 0" \
+  "$(stat -c %a "$stage/etc/tunnelgate") $(find "$stage/etc/tunnelgate" -mindepth 1 | wc -l)"
+listing "$stage" >"$TG_TMP/stage-installed"
+tg_run bash "$TG_ROOT/Scripts/install.sh" --destdir "$stage"
+check_rc "a second install.sh run succeeds" 0
+check_match "… and says it changed nothing" '^install: nothing changed: ' "$TG_OUT"
+listing "$stage" >"$TG_TMP/stage-again"
+check_same_snapshot "… and changed nothing (paths, modes, sizes, mtimes)" "$TG_TMP/stage-installed" "$TG_TMP/stage-again"
+tg_run bash "$TG_ROOT/Scripts/install.sh" --destdir "$stage" --uninstall
+check_rc "install.sh --uninstall" 0
+listing "$stage" >"$TG_TMP/stage-after"
+# The directories that were there before keep their content, but their mtimes moved with what was
+# added and removed in them: compare without mtimes.
+check_eq "… leaves exactly what was there before, someone else's files included" \
+  "$(cut -d' ' -f1-4 "$TG_TMP/stage-before")" "$(cut -d' ' -f1-4 "$TG_TMP/stage-after")"
+bash "$TG_ROOT/Scripts/install.sh" --destdir "$stage" >/dev/null
+echo '{}' >"$stage/etc/tunnelgate/mine.json"
+tg_run bash "$TG_ROOT/Scripts/install.sh" --destdir "$stage" --uninstall
+check_match "--uninstall keeps /etc/tunnelgate holding a configuration, and says so" '^kept /etc/tunnelgate/: ' "$TG_OUT"
+check "… with the configuration in it" test -f "$stage/etc/tunnelgate/mine.json"
+
 # --- The package ----------------------------------------------------------------------------------------
 tg_run bash "$TG_ROOT/Scripts/package-deb.sh" --output "$TG_TMP/out"
 check_rc "Scripts/package-deb.sh builds the package" 0
@@ -87,6 +121,17 @@ check_no_match "the package does not ship install.sh's manifest" 'install-manife
 # --- A clean Debian 12 ------------------------------------------------------------------------------------
 # The host's own Debian sources (the same mirror apt uses here). Package lists are kept in the root
 # (cleanup/apt/lists skipped) for apt-get -f install; downloaded .debs go to and come from $cache.
+# keep_downloads FROM CACHE: the .debs mmdebstrap downloaded, into CACHE under a temporary name and
+# renamed, so a run reading CACHE at the same time never sees half a file.
+mkdir -p "$TG_TMP/cache-out"
+keep_downloads() {
+  local f
+  for f in "$1"/*.deb; do
+    [ -e "$f" ] && [ ! -e "$2/${f##*/}" ] || continue
+    cp "$f" "$2/.${f##*/}.part" && mv "$2/.${f##*/}.part" "$2/${f##*/}"
+  done
+  return 0
+}
 sources=/etc/apt/sources.list.d/debian.sources
 [ -f "$sources" ] || sources=/etc/apt/sources.list
 t0=$(_tg_now_ms)
@@ -94,8 +139,9 @@ tg_run mmdebstrap --variant=apt --include=systemd,man-db --skip=download/empty -
   --skip=essential/unlink \
   --setup-hook="mkdir -p \"\$1\"/var/cache/apt/archives" \
   --setup-hook="sync-in $cache /var/cache/apt/archives/" \
-  --customize-hook="sync-out /var/cache/apt/archives $cache" \
+  --customize-hook="sync-out /var/cache/apt/archives $TG_TMP/cache-out" \
   bookworm "$ROOT" "$sources"
+keep_downloads "$TG_TMP/cache-out" "$cache"
 check_rc "mmdebstrap makes a Debian 12 root ($(( ($(_tg_now_ms) - t0) / 1000 )) s)" 0 || tg_bail "no root" "$TG_ERR"
 check_eq "the root is Debian 12" 12 "$(cut -d. -f1 "$ROOT/etc/debian_version")"
 check_fails "the root has no Swift toolchain (/opt/swift)" test -e "$ROOT/opt/swift"

@@ -52,6 +52,17 @@ command -v systemd-nspawn >/dev/null || tg_bail "systemd-nspawn is installed (Sc
 tg_run bash "$TG_ROOT/Scripts/package-deb.sh" --output "$TG_TMP/out"
 check_rc "Scripts/package-deb.sh builds the package" 0 || tg_bail "no package" "$TG_ERR"
 deb=$(printf '%s\n' "$TG_OUT" | tail -n 1)
+# keep_downloads FROM CACHE: the .debs mmdebstrap downloaded, into CACHE under a temporary name and
+# renamed, so a run reading CACHE at the same time never sees half a file.
+mkdir -p "$TG_TMP/cache-out"
+keep_downloads() {
+  local f
+  for f in "$1"/*.deb; do
+    [ -e "$f" ] && [ ! -e "$2/${f##*/}" ] || continue
+    cp "$f" "$2/.${f##*/}.part" && mv "$2/.${f##*/}.part" "$2/${f##*/}"
+  done
+  return 0
+}
 sources=/etc/apt/sources.list.d/debian.sources
 [ -f "$sources" ] || sources=/etc/apt/sources.list
 t0=$(_tg_now_ms)
@@ -61,8 +72,9 @@ tg_run mmdebstrap --variant=apt --include=systemd,systemd-sysv,dbus,iproute2 --s
   --setup-hook="sync-in $cache /var/cache/apt/archives/" \
   --customize-hook="copy-in $deb /tmp" \
   --customize-hook="chroot \"\$1\" apt-get install -y -q --no-install-recommends /tmp/$(basename "$deb")" \
-  --customize-hook="sync-out /var/cache/apt/archives $cache" \
+  --customize-hook="sync-out /var/cache/apt/archives $TG_TMP/cache-out" \
   bookworm "$ROOT" "$sources"
+keep_downloads "$TG_TMP/cache-out" "$cache"
 check_rc "a Debian 12 root with systemd and the package installed ($(( ($(_tg_now_ms) - t0) / 1000 )) s)" 0 ||
   tg_bail "no root" "$TG_ERR"
 
