@@ -93,6 +93,13 @@ EOF
   chmod 600 "$ROOT/etc/tunnelgate/$1.json"
 }
 write_config tg0
+# tg0 also sets DNS: with no systemd-resolved in the root, the resolv.conf backend replaces
+# /etc/resolv.conf (by rename in /etc, which the unit leaves writable) and restores it at down.
+jq '.dnsSettings = {"servers": ["10.8.0.1"], "searchDomains": ["tunnel.example"]}' "$ROOT/etc/tunnelgate/tg0.json" \
+  >"$ROOT/etc/tunnelgate/tg0.json.new" && mv "$ROOT/etc/tunnelgate/tg0.json.new" "$ROOT/etc/tunnelgate/tg0.json" &&
+  chmod 600 "$ROOT/etc/tunnelgate/tg0.json"
+printf 'nameserver 192.168.231.1\n' >"$ROOT/etc/resolv.conf"
+resolv_before=$(cat "$ROOT/etc/resolv.conf")
 write_config box
 # The drop-ins for today's binary (see the top): the file instead of NAME, and no READY=1 to wait for.
 for unit in tunnelgate@ tunnelgate-netns@; do
@@ -113,7 +120,8 @@ RestartSec=1s
 EOF
 
 # --- Boot ---------------------------------------------------------------------------------------------
-systemd-nspawn -D "$ROOT" --private-network --register=no --keep-unit --bind=/dev/net/tun --quiet -b \
+# --resolv-conf=off: the root's own /etc/resolv.conf, not one nspawn mounts over it.
+systemd-nspawn -D "$ROOT" --private-network --register=no --keep-unit --bind=/dev/net/tun --resolv-conf=off --quiet -b \
   >"$TG_TMP/console.log" 2>&1 &
 nspawn_pid=$!
 find_leader() {
@@ -168,6 +176,10 @@ check_rc "systemctl start tunnelgate@tg0" 0
 wait_for "tunnelgate status tg0 says connected" 15 tunnel_connected tg0
 check "the TUN tg0 exists in the container's namespace" ct_ip link show tg0
 check_match "the lookup of an outside address goes through tg0" ' dev tg0 ' "$(ct_ip route get 198.19.77.1 2>&1)"
+check_match "the tunnel's DNS server is in the container's /etc/resolv.conf (written under ProtectSystem=strict)" \
+  '^nameserver 10\.8\.0\.1$' "$(in_ct cat /etc/resolv.conf)"
+check_eq "net.ipv4.conf.all.src_valid_mark is 1 (a sysctl the unit lets it write)" 1 \
+  "$(nsenter --target "$leader" --net -- cat /proc/sys/net/ipv4/conf/all/src_valid_mark)"
 check_match "the excluded host does not" 'unreachable|dev lo|dev [^t]|Network is unreachable' \
   "$(ct_ip route get 198.18.0.20 2>&1)"
 pid=$(main_pid tunnelgate@tg0)
@@ -188,6 +200,8 @@ check_match "… /home hidden (ProtectHome=yes)" '^[0-9]+ [0-9]+ [^ ]+ [^ ]+ /ho
 # --- stop: ExecStop= removes everything ---------------------------------------------------------------
 tg_run in_ct systemctl stop tunnelgate@tg0
 check_rc "systemctl stop tunnelgate@tg0" 0
+check_eq "/etc/resolv.conf is restored" "$resolv_before" "$(in_ct cat /etc/resolv.conf)"
+check_eq "src_valid_mark is restored" 0 "$(nsenter --target "$leader" --net -- cat /proc/sys/net/ipv4/conf/all/src_valid_mark)"
 check_eq "the unit is inactive (a clean stop, not failed)" inactive "$(in_ct systemctl is-active tunnelgate@tg0)"
 tg_snapshot_ct "$TG_TMP/after-stop"
 check_same_snapshot "after stop, the container's rules, routes, links and ruleset are as before" "$before" "$TG_TMP/after-stop"
