@@ -94,15 +94,16 @@ for lib in libc6 libmnl0 libnftnl11 libsodium23 libsystemd0 adduser; do
 done
 check_no_match "Depends: names no Swift toolchain or runtime package" 'swift' "$depends"
 # ip(8) and nft(8) are not dependencies because nothing in the binary runs them: the only process the
-# linked modules start is tunnelgate itself (/proc/self/exe, for --detach).
+# linked modules start is tunnelgate itself (/proc/self/exe, for --detach). The primitives that start
+# processes are defined in LinuxSystem and the shims (ProcessControl.spawn…, replaceProcess,
+# CTunnelgateShims_spawn…/exec…); every other linked module is searched for calls of them and of libc's
+# own (posix_spawn, fork, exec*, popen; system(3) only with a literal: Gateway has a helper so named).
 modules=$(sed -n 's|.*/release/\([^/]*\)\.build/.*|\1|p' "$TG_ROOT/.build/release/tunnelgate.product/Objects.LinkFileList" | sort -u)
 spawns=""
 for m in $modules; do
-  [ -d "$TG_ROOT/Sources/$m" ] || continue
-  # A call, not a definition in LinuxSystem or the shims; system(3) only with a literal (Gateway has a
-  # helper named system).
-  spawns+=$(cd "$TG_ROOT" && grep -rnE '(^|[^.A-Za-z0-9_])((ProcessControl\.spawn(Detached)?|CTunnelgateShims_spawn_detached|posix_spawnp?|fork|vfork|execv[pe]*|execl[pe]*|popen)\(|system\(")' \
-    "Sources/$m" | grep -vE '^Sources/LinuxSystem/ProcessControl\+Spawn|^Sources/CTunnelgateShims/' ; true)
+  [ -d "$TG_ROOT/Sources/$m" ] && [ "$m" != LinuxSystem ] && [ "$m" != CTunnelgateShims ] || continue
+  spawns+=$(cd "$TG_ROOT" && grep -rnE '(^|[^.A-Za-z0-9_])((ProcessControl\.(spawn[A-Za-z]*|replaceProcess)|CTunnelgateShims_(spawn|exec)[a-z_]*|posix_spawnp?|fork|vfork|execv[pe]*|execl[pe]*|popen)\(|system\(")' \
+    "Sources/$m" ; true)
   spawns+=$'\n'
 done
 check_eq "the binary's modules start one program: Commands.swift's CTunnelgateShims_spawn_detached" \
