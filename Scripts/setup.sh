@@ -21,8 +21,16 @@ packages=(
   iperf3          # real TCP and UDP transfers through tunnels (tests and benchmarks)
   wireguard-go    # the real WireGuard peer the built-in runtime is tested and measured against
   wireguard-tools # wg(8): configures wireguard-go, and reads Tunnelgate's WireGuard API socket
-  python3         # the WireGuard scenario's hostile-traffic sender (garbage, replay, flood)
   libxml2-utils   # xmllint: the lab's tests check that its JUnit files are well-formed XML
+  python3         # the WireGuard scenario's hostile-traffic sender (garbage, replay, flood); Scripts/man.py
+  binutils        # strip and objdump: Scripts/install.sh, Scripts/package-deb.sh
+  dpkg-dev        # dpkg-shlibdeps: the package's Depends from the libraries the binaries link
+  groff-base      # groff: the man pages' test renders and lints them
+  man-db          # lexgrog: the man pages' test checks that their NAME line can be indexed
+  mmdebstrap      # the package test installs the .deb into a clean Debian root it makes
+  systemd         # systemd-analyze verify of the units (systemd need not be running)
+  systemd-container # systemd-nspawn: the unit test boots a Debian container to run the units under systemd
+  zsh             # the completion test exercises the zsh completion too
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -1,0 +1,258 @@
+#!/usr/bin/env bash
+# package: the Debian package installs, works and goes away on a clean Debian 12 that has no Swift.
+#
+#   this machine                                  ROOT: mmdebstrap --variant=apt bookworm
+#   ┌──────────────────────────────────┐          (+ systemd and man-db, not running: for
+#   │ Scripts/package-deb.sh           │  .deb    systemd-analyze verify and man; no /opt/swift)
+#   │   → tunnelgate_VERSION_ARCH.deb  │ ───────► ┌──────────────────────────────────────────┐
+#   └──────────────────────────────────┘          │ dpkg -i, apt-get -f install (Depends)    │
+#                                                 │ tunnelgate --version, validate, verify   │
+#                                                 │ dpkg -r: no file left; dpkg -P: no user  │
+#                                                 └──────────────────────────────────────────┘
+#
+# No network namespace is made; the root is entered with chroot in a private mount namespace (its
+# /proc and the apt cache are mounted there, and vanish with it). Downloaded packages are kept in
+# .build/package-test/cache, so a second run downloads only the package lists. The root is removed
+# in the trap. Timed: the whole run must stay under TG_PACKAGE_BUDGET seconds (default 280).
+set -uo pipefail
+# shellcheck source=netns/lib.sh
+. "$(dirname "$0")/../lib.sh"
+started=$(_tg_now_ms)
+budget=${TG_PACKAGE_BUDGET:-280}
+
+TG_TMP=$(mktemp -d /tmp/tunnelgate-package.XXXXXX)
+export TG_TMP
+cache=$TG_ROOT/.build/package-test/cache
+mkdir -p "$cache"
+ROOT=$TG_TMP/root
+cleanup() {
+  # Nothing is mounted outside the private mount namespaces; the root is plain files.
+  [ -n "$TG_TMP" ] && [ -d "$TG_TMP" ] && rm -rf --one-file-system "$TG_TMP"
+  TG_TMP=""
+}
+trap cleanup EXIT
+trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
+trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
+
+# in_root CMD...: runs CMD in ROOT (chroot) with /proc, /dev/null and friends, and the apt cache.
+in_root() {
+  unshare --mount --propagation private -- bash -c '
+    root=$1 cache=$2; shift 2
+    mount -t proc proc "$root/proc" &&
+    mount --rbind /dev "$root/dev" &&
+    mount --bind "$cache" "$root/var/cache/apt/archives" &&
+    exec chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"' \
+    in_root "$ROOT" "$cache" "$@"
+}
+
+# --- Scripts/install.sh: idempotent, and --uninstall removes exactly what it installed --------------------
+# Into a staged tree that already holds someone else's files, as a real /usr/local would.
+stage=$TG_TMP/stage
+mkdir -p "$stage/usr/local/share/man/man1" "$stage/usr/local/lib/python3"
+echo other >"$stage/usr/local/share/man/man1/other.1"
+listing() { (cd "$1" && find . -printf '%p %y %m %s %T@\n' | sort); }
+listing "$stage" >"$TG_TMP/stage-before"
+tg_run bash "$TG_ROOT/Scripts/install.sh" --destdir "$stage"
+check_rc "install.sh --destdir (prefix /usr/local) installs" 0
+check_match "… and says how many files" '^install: tunnelgate .*: [0-9]+ files installed, 0 unchanged' "$TG_OUT"
+check "… tunnelgate in PREFIX/sbin" test -x "$stage/usr/local/sbin/tunnelgate"
+check_match "… the unit's ExecStart= names the installed binary" '^ExecStart=/usr/local/sbin/tunnelgate up %i$' \
+  "$(cat "$stage/usr/local/lib/systemd/system/tunnelgate@.service")"
+check_eq "… /etc/tunnelgate is made empty, mode 700" "700 0" \
+  "$(stat -c %a "$stage/etc/tunnelgate") $(find "$stage/etc/tunnelgate" -mindepth 1 | wc -l)"
+listing "$stage" >"$TG_TMP/stage-installed"
+tg_run bash "$TG_ROOT/Scripts/install.sh" --destdir "$stage"
+check_rc "a second install.sh run succeeds" 0
+check_match "… and says it changed nothing" '^install: nothing changed: ' "$TG_OUT"
+listing "$stage" >"$TG_TMP/stage-again"
+check_same_snapshot "… and changed nothing (paths, modes, sizes, mtimes)" "$TG_TMP/stage-installed" "$TG_TMP/stage-again"
+tg_run bash "$TG_ROOT/Scripts/install.sh" --destdir "$stage" --uninstall
+check_rc "install.sh --uninstall" 0
+listing "$stage" >"$TG_TMP/stage-after"
+# The directories that were there before keep their content, but their mtimes moved with what was
+# added and removed in them: compare without mtimes.
+check_eq "… leaves exactly what was there before, someone else's files included" \
+  "$(cut -d' ' -f1-4 "$TG_TMP/stage-before")" "$(cut -d' ' -f1-4 "$TG_TMP/stage-after")"
+bash "$TG_ROOT/Scripts/install.sh" --destdir "$stage" >/dev/null
+echo '{}' >"$stage/etc/tunnelgate/mine.json"
+tg_run bash "$TG_ROOT/Scripts/install.sh" --destdir "$stage" --uninstall
+check_match "--uninstall keeps /etc/tunnelgate holding a configuration, and says so" '^kept /etc/tunnelgate/: ' "$TG_OUT"
+check "… with the configuration in it" test -f "$stage/etc/tunnelgate/mine.json"
+
+# --- The package ----------------------------------------------------------------------------------------
+tg_run bash "$TG_ROOT/Scripts/package-deb.sh" --output "$TG_TMP/out"
+check_rc "Scripts/package-deb.sh builds the package" 0
+deb=$(printf '%s\n' "$TG_OUT" | tail -n 1)
+[ -f "$deb" ] || tg_bail "the package is at the path package-deb.sh printed" "$TG_OUT" "$TG_ERR"
+version=$("$TG_ROOT/.build/install/tunnelgate" --version)
+check_eq "the package's file name carries tunnelgate --version" \
+  "tunnelgate_${version}_$(dpkg --print-architecture).deb" "$(basename "$deb")"
+check_eq "its Version: field is tunnelgate --version" "$version" "$(dpkg-deb -f "$deb" Version)"
+depends=$(dpkg-deb -f "$deb" Depends)
+for lib in libc6 libmnl0 libnftnl11 libsodium23 libsystemd0 adduser; do
+  check_match "Depends: names $lib" "(^|, )$lib( |,|$)" "$depends"
+done
+check_no_match "Depends: names no Swift toolchain or runtime package" 'swift' "$depends"
+# ip(8) and nft(8) are not dependencies because nothing in the binary runs them: the only process the
+# linked modules start is tunnelgate itself (/proc/self/exe, for --detach). The primitives that start
+# processes are defined in LinuxSystem and the shims (ProcessControl.spawn…, replaceProcess,
+# CTunnelgateShims_spawn…/exec…); every other linked module is searched for calls of them and of libc's
+# own (posix_spawn, fork, exec*, popen; system(3) only with a literal: Gateway has a helper so named).
+modules=$(sed -n 's|.*/release/\([^/]*\)\.build/.*|\1|p' "$TG_ROOT/.build/release/tunnelgate.product/Objects.LinkFileList" | sort -u)
+spawns=""
+for m in $modules; do
+  [ -d "$TG_ROOT/Sources/$m" ] && [ "$m" != LinuxSystem ] && [ "$m" != CTunnelgateShims ] || continue
+  spawns+=$(cd "$TG_ROOT" && grep -rnE '(^|[^.A-Za-z0-9_])((ProcessControl\.(spawn[A-Za-z]*|replaceProcess)|CTunnelgateShims_(spawn|exec)[a-z_]*|posix_spawnp?|fork|vfork|execv[pe]*|execl[pe]*|popen)\(|system\(")' \
+    "Sources/$m" ; true)
+  spawns+=$'\n'
+done
+check_eq "the binary's modules start one program: Commands.swift's CTunnelgateShims_spawn_detached" \
+  "Sources/tunnelgate/Commands.swift" "$(printf '%s\n' "$spawns" | grep . | cut -d: -f1 | sort -u)"
+check_match "… and that program is tunnelgate itself (/proc/self/exe)" 'let executable = "/proc/self/exe"' \
+  "$(cat "$TG_ROOT/Sources/tunnelgate/Commands.swift")"
+files=$(dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|; s|/$||' | grep -vx '')
+for f in /usr/sbin/tunnelgate /usr/lib/systemd/system/tunnelgate@.service /usr/lib/systemd/system/tunnelgate-netns@.service \
+  /usr/share/man/man8/tunnelgate.8.gz /usr/share/man/man5/tunnelgate.json.5.gz \
+  /usr/share/bash-completion/completions/tunnelgate /usr/share/zsh/vendor-completions/_tunnelgate \
+  /usr/lib/tunnelgate/libTunnelgateExampleRuntime.so /etc/tunnelgate; do
+  check_match "the package holds $f" "^$(tg_re "$f")\$" "$files"
+done
+check_no_match "the package does not ship install.sh's manifest" 'install-manifest' "$files"
+
+# --- A clean Debian 12 ------------------------------------------------------------------------------------
+# The host's own Debian sources (the same mirror apt uses here). Package lists are kept in the root
+# (cleanup/apt/lists skipped) for apt-get -f install; downloaded .debs go to and come from $cache.
+# keep_downloads FROM CACHE: the .debs mmdebstrap downloaded, into CACHE under a temporary name and
+# renamed, so a run reading CACHE at the same time never sees half a file.
+mkdir -p "$TG_TMP/cache-out"
+keep_downloads() {
+  local f
+  for f in "$1"/*.deb; do
+    [ -e "$f" ] && [ ! -e "$2/${f##*/}" ] || continue
+    cp "$f" "$2/.${f##*/}.part" && mv "$2/.${f##*/}.part" "$2/${f##*/}"
+  done
+  return 0
+}
+sources=/etc/apt/sources.list.d/debian.sources
+[ -f "$sources" ] || sources=/etc/apt/sources.list
+t0=$(_tg_now_ms)
+tg_run mmdebstrap --variant=apt --include=systemd,man-db --skip=download/empty --skip=cleanup/apt/lists \
+  --skip=essential/unlink \
+  --setup-hook="mkdir -p \"\$1\"/var/cache/apt/archives" \
+  --setup-hook="sync-in $cache /var/cache/apt/archives/" \
+  --customize-hook="sync-out /var/cache/apt/archives $TG_TMP/cache-out" \
+  bookworm "$ROOT" "$sources"
+keep_downloads "$TG_TMP/cache-out" "$cache"
+check_rc "mmdebstrap makes a Debian 12 root ($(( ($(_tg_now_ms) - t0) / 1000 )) s)" 0 || tg_bail "no root" "$TG_ERR"
+check_eq "the root is Debian 12" 12 "$(cut -d. -f1 "$ROOT/etc/debian_version")"
+check_fails "the root has no Swift toolchain (/opt/swift)" test -e "$ROOT/opt/swift"
+check_eq "the root has no Swift runtime library anywhere" "" "$(find "$ROOT" -name 'libswift*' -print -quit)"
+
+before=$TG_TMP/before.list
+in_root find / -xdev \( -path /proc -o -path /dev -o -path /var/cache/apt/archives -o -path /tmp \) -prune -o -print |
+  sort >"$before"
+
+# --- Install: dpkg -i, then apt for the Depends ----------------------------------------------------------
+cp "$deb" "$ROOT/tmp/"
+pkg=/tmp/$(basename "$deb")
+tg_run in_root dpkg -i "$pkg"
+check_match "dpkg -i alone stops at the unmet Depends (a clean root lacks them)" 'dependency problems' "$TG_ERR"
+t0=$(_tg_now_ms)
+tg_run in_root apt-get -f install -y -q --no-install-recommends
+check_rc "apt-get -f install satisfies the Depends and configures the package ($(( ($(_tg_now_ms) - t0) / 1000 )) s)" 0
+check_eq "dpkg says tunnelgate is installed" "install ok installed" \
+  "$(in_root dpkg-query -W -f='${Status}' tunnelgate 2>&1)"
+
+tg_run in_root /usr/sbin/tunnelgate --version
+check_rc "the installed tunnelgate --version runs" 0
+check_eq "it prints the package's version" "$version" "$TG_OUT"
+tg_run in_root ldd /usr/sbin/tunnelgate
+check_no_match "the installed binary links no Swift library" 'swift|not found' "$TG_OUT"
+
+# A sample configuration, validated inside the root (IP literals only: no name resolution needed).
+cat >"$ROOT/etc/tunnelgate/tg0.json" <<'EOF'
+{
+  "name": "tg0",
+  "tunnelRemoteAddress": "198.18.0.10",
+  "mtu": 1400,
+  "ipv4Settings": {"addresses": ["10.8.0.2"], "subnetMasks": ["255.255.255.0"],
+                   "includedRoutes": ["0.0.0.0/0"], "excludedRoutes": ["198.18.0.20/32"]},
+  "ipv6Settings": {"addresses": ["fd00:8::2"], "networkPrefixLengths": [64], "includedRoutes": ["::/0"]},
+  "carrierEndpoints": ["198.18.0.10", "[2001:db8:18::10]:51820"]
+}
+EOF
+tg_run in_root /usr/sbin/tunnelgate validate /etc/tunnelgate/tg0.json
+check_rc "the installed tunnelgate validates a sample configuration" 0
+check_match "validate reports the tunnel, its routes (the carriers are excluded routes too) and carriers" \
+  '^/etc/tunnelgate/tg0\.json: valid: tunnel tg0, 2 included and 3 excluded routes, 2 carrier addresses$' "$TG_OUT"
+jq '.ipv4Settings.subnetMasks = ["255.0.255.0"]' "$ROOT/etc/tunnelgate/tg0.json" >"$ROOT/tmp/bad.json"
+tg_run in_root /usr/sbin/tunnelgate validate /tmp/bad.json
+check_rc "… and refuses a bad one (exit 1)" 1
+check_match "… naming the key" '^ipv4Settings\.subnetMasks\[0\]: ' "$TG_ERR"
+rm -f "$ROOT/etc/tunnelgate/tg0.json" "$ROOT/tmp/bad.json"
+
+# The example runtime loads where a user would load it: dlopen through Python's ctypes is not in the
+# root, so ask the dynamic linker to resolve every symbol of it.
+tg_run in_root ldd -r /usr/lib/tunnelgate/libTunnelgateExampleRuntime.so
+check_rc "the example runtime's libraries and symbols all resolve in the root (ldd -r)" 0
+check_no_match "… with none missing and no Swift runtime" 'undefined symbol|not found|swift' "$TG_OUT$TG_ERR"
+
+# The system user the packet plane will run as.
+user=$(in_root getent passwd tunnelgate)
+check_match "postinst made the system user tunnelgate (uid below 1000, no home, no login shell)" \
+  '^tunnelgate:x:[1-9][0-9]{0,2}:[0-9]+:[^:]*:/nonexistent:/usr/sbin/nologin$' "$user"
+check_fails "… whose home directory does not exist" test -e "$ROOT/nonexistent"
+check_match "… with a group of its own" '^tunnelgate:x:' "$(in_root getent group tunnelgate)"
+
+# The units as installed: systemd-analyze verify loads them with the installed binary and man pages
+# (systemd is installed in the root but not running; verify needs neither a running manager nor PID 1).
+for unit in tunnelgate@wg0.service tunnelgate-netns@wg0.service; do
+  tg_run in_root systemd-analyze verify "$unit"
+  check_rc "systemd-analyze verify $unit passes (its ExecStart binary and man: pages found)" 0
+  check_eq "… and prints nothing" "" "$TG_OUT$TG_ERR"
+done
+tg_run in_root systemd-analyze security --offline=yes --no-pager tunnelgate@wg0.service
+check_match "systemd-analyze security rates tunnelgate@wg0 (for the record: $(printf '%s\n' "$TG_OUT" | tail -n 1 | sed 's/.*Overall exposure level for [^:]*: //'))" \
+  'Overall exposure level' "$TG_OUT"
+tg_run in_root man -w tunnelgate.json
+check_eq "man finds tunnelgate.json(5) in the root" "/usr/share/man/man5/tunnelgate.json.5.gz" "$TG_OUT"
+
+# --- Remove: no file of the package is left; purge: the user goes too ----------------------------------
+pkg_files=$(in_root dpkg-query -L tunnelgate | grep -vx '/.')
+tg_run in_root dpkg -r tunnelgate
+check_rc "dpkg -r tunnelgate" 0
+left=""
+for f in $pkg_files; do
+  # Directories other packages own too (/usr, /usr/share/man …) stay; the package's own go.
+  if [ -e "$ROOT$f" ] && ! in_root dpkg -S "$f" >/dev/null 2>&1; then left+="$f"$'\n'; fi
+done
+check_eq "after dpkg -r no file or directory the package listed is left but those other packages own" "" "$left"
+after=$TG_TMP/after.list
+in_root find / -xdev \( -path /proc -o -path /dev -o -path /var/cache/apt/archives -o -path /tmp \) -prune -o -print |
+  sort >"$after"
+# What apt installed for the Depends stays, as with any package; the package's own paths must not.
+# Allowed: dpkg's record of a removed package (its postrm runs again at purge), and man-db's cache of
+# formatted pages, which `systemd-analyze verify` filled by running man(1) for Documentation=.
+leftover() {
+  comm -13 "$before" "$after" | grep tunnelgate | grep -vE '^/var/lib/dpkg/info/tunnelgate\.|^/var/cache/man/' || true
+}
+check_eq "after dpkg -r no new path names tunnelgate (but dpkg's record and man's cache)" "" "$(leftover)"
+check_match "… the user stays until purge (Debian's rule for system users)" '^tunnelgate:' "$(in_root getent passwd tunnelgate)"
+tg_run in_root dpkg -P tunnelgate
+check_rc "dpkg -P tunnelgate" 0
+check_eq "after purge the user tunnelgate is gone" "" "$(in_root getent passwd tunnelgate)"
+check_eq "after purge the group tunnelgate is gone" "" "$(in_root getent group tunnelgate)"
+in_root find / -xdev \( -path /proc -o -path /dev -o -path /var/cache/apt/archives -o -path /tmp \) -prune -o -print |
+  sort >"$after"
+check_eq "after purge no new path names tunnelgate (but man's cache)" "" "$(leftover)"
+check_eq "after purge dpkg has no record of tunnelgate" "" "$(comm -13 "$before" "$after" | grep '^/var/lib/dpkg/info/tunnelgate' || true)"
+check_eq "after purge /etc/passwd, /etc/group and /etc/shadow name no tunnelgate" "" \
+  "$(grep -l tunnelgate "$ROOT/etc/passwd" "$ROOT/etc/group" "$ROOT/etc/shadow" "$ROOT/etc/gshadow" 2>/dev/null || true)"
+
+elapsed=$(( ($(_tg_now_ms) - started) / 1000 ))
+if [ "$elapsed" -le "$budget" ]; then
+  tg_pass "the package test took ${elapsed} s (budget ${budget} s)"
+else
+  tg_fail "the package test took ${elapsed} s, over its budget of ${budget} s"
+fi
+tg_summary
