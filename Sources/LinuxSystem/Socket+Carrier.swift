@@ -129,11 +129,12 @@ extension FileDescriptor {
                               segmentation: inout Bool) throws(SystemCallError) -> (sent: Int, segmented: Int) {
         var segment: Int32 = segmentation ? 1 : 0
         var segmented: UInt32 = 0
+        // Also when nothing was sent: a refused UDP_SEGMENT stays refused.
+        defer { segmentation = segment != 0 }
         let sent = try syscall("sendmmsg") {
             CTunnelgateShims_send_batch(rawValue, buffers, slotSize, lengths, UInt32(count), addresses, SocketAddress.storageSize,
                                         addressLengths, &segment, &segmented)
         }
-        segmentation = segment != 0
         return (Int(sent), Int(segmented))
     }
 }

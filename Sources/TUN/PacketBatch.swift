@@ -29,16 +29,17 @@ public final class PacketBatch {
     /// The largest packet a slot holds; 0 for a batch of references.
     public let slotSize: Int
     /// Packets in the batch.
-    public private(set) var count = 0
+    @inlinable public var count: Int { stored }
+    @usableFromInline var stored = 0
     /// Packets the last read took from the I/O and dropped because they were no packet (shorter than
     /// their virtio_net_hdr) or larger than a slot. Reset by `removeAll()`.
     public var droppedReads = 0
 
-    private let storage: UnsafeMutableRawPointer?
-    private let stride: Int
-    private let starts: UnsafeMutablePointer<UnsafeMutableRawPointer?>
-    private let lengths: UnsafeMutablePointer<Int>
-    private let headers: UnsafeMutablePointer<VirtioNetHeader>
+    @usableFromInline let storage: UnsafeMutableRawPointer?
+    @usableFromInline let stride: Int
+    @usableFromInline let starts: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    @usableFromInline let lengths: UnsafeMutablePointer<Int>
+    @usableFromInline let headers: UnsafeMutablePointer<VirtioNetHeader>
 
     /// A batch that owns `capacity` slots of `slotSize` bytes, each after `headroom` free bytes: for reads.
     public init(capacity: Int, slotSize: Int, headroom: Int) {
@@ -83,18 +84,22 @@ public final class PacketBatch {
         headers.deallocate()
     }
 
+    @inlinable
     public var isEmpty: Bool { count == 0 }
+    @inlinable
     public var isFull: Bool { count == capacity }
 
     /// Empties the batch (the slots keep their bytes) and resets `droppedReads`.
+    @inlinable
     public func removeAll() {
-        count = 0
+        stored = 0
         droppedReads = 0
     }
 
     // MARK: Reading into an owning batch
 
     /// The whole next slot, headroom first (`headroom + slotSize` bytes), for a read to fill before `commit`.
+    @inlinable
     public var nextSlot: UnsafeMutableRawBufferPointer {
         precondition(storage != nil, "a batch of references has no slots")
         precondition(count < capacity, "the batch is full")
@@ -102,40 +107,45 @@ public final class PacketBatch {
     }
 
     /// Takes the `length` bytes after the next slot's headroom as the next packet, with `header`.
+    @inlinable
     public func commit(length: Int, header: VirtioNetHeader = VirtioNetHeader()) {
         precondition(storage != nil && count < capacity && length >= 0 && length <= slotSize)
         starts[count] = storage! + count * stride + headroom
         lengths[count] = length
         headers[count] = header
-        count += 1
+        stored += 1
     }
 
     // MARK: Referring to packets elsewhere
 
     /// Appends a reference to `packet`; the `headroom` bytes before it must be writable until the batch
     /// is written.
+    @inlinable
     public func append(_ packet: UnsafeMutableRawBufferPointer, header: VirtioNetHeader = VirtioNetHeader()) {
         precondition(count < capacity, "the batch is full")
         starts[count] = packet.baseAddress
         lengths[count] = packet.count
         headers[count] = header
-        count += 1
+        stored += 1
     }
 
     // MARK: The packets
 
     /// Packet `i` (0 ..< count): its bytes, after its headroom.
+    @inlinable
     public func packet(_ i: Int) -> UnsafeMutableRawBufferPointer {
         precondition(i >= 0 && i < count)
         return UnsafeMutableRawBufferPointer(start: starts[i], count: lengths[i])
     }
 
     /// Packet `i`'s virtio_net_hdr: the one a read gave, or the one a write puts before it.
+    @inlinable
     public func header(_ i: Int) -> VirtioNetHeader {
         precondition(i >= 0 && i < count)
         return headers[i]
     }
 
+    @inlinable
     public func setHeader(_ header: VirtioNetHeader, of i: Int) {
         precondition(i >= 0 && i < count)
         headers[i] = header
