@@ -39,7 +39,7 @@ public final class LoopbackNetwork: Sendable {
         return bind.register(port: port) ? bind : nil
     }
 
-    /// Records every datagram sent from now on (`recorded`).
+    /// Records every datagram a bind sends from now on (`recorded`).
     public func startRecording() { state.withLock { $0.recording = true } }
 
     /// What was sent while recording, in order.
@@ -48,12 +48,17 @@ public final class LoopbackNetwork: Sendable {
     /// Datagrams sent to an endpoint where no bind is.
     public var undeliverable: Int { state.withLock { $0.undeliverable } }
 
-    /// Delivers `bytes` to whoever is at `to` as if `from` had sent it: false when nobody is there, or
-    /// its queue is full.
+    /// Delivers `bytes` to whoever is at `to` as if `from` had sent it (not recorded): false when
+    /// nobody is there, or its queue is full.
     @discardableResult
     public func inject(_ bytes: [UInt8], from: Endpoint, to: Endpoint) -> Bool {
+        deliver(bytes, from: from, to: to, record: false)
+    }
+
+    /// What a bind sends: recorded while recording.
+    func deliver(_ bytes: [UInt8], from: Endpoint, to: Endpoint, record: Bool) -> Bool {
         let queue: LoopbackBind.Queue? = state.withLock { s in
-            if s.recording { s.recorded.append(Datagram(from: from, to: to, bytes: bytes)) }
+            if record && s.recording { s.recorded.append(Datagram(from: from, to: to, bytes: bytes)) }
             guard let queue = s.queues[to] else {
                 s.undeliverable += 1
                 return nil
@@ -147,7 +152,7 @@ public final class LoopbackBind: Bind {
     public func send(_ datagram: UnsafeRawBufferPointer, to endpoint: Endpoint) -> Bool {
         guard !closed, let source = self.endpoint(endpoint.address.family) else { return false }
         // A datagram the network took is sent, delivered or not (UDP).
-        network.inject(Array(datagram), from: source, to: endpoint)
+        _ = network.deliver(Array(datagram), from: source, to: endpoint, record: true)
         return true
     }
 
