@@ -249,7 +249,7 @@ public struct PollSet {
         public static let invalid = Events(rawValue: Int16(POLLNVAL))  // POLLNVAL
     }
 
-    private var entries: [pollfd] = []
+    var entries: [pollfd] = []
 
     public init() {}
 

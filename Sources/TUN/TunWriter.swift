@@ -1,13 +1,12 @@
-import Glibc
 import LinuxSystem
 import Synchronization
 
-/// Writes the runtime's packets to the TUN. Called on runtime threads
-/// through the C writer callback, so its counters are atomic. A packet that
-/// is not one complete IPv4 or IPv6 packet, or is larger than the MTU, is
-/// dropped and counted; nothing the runtime sends can crash the host.
+/// Writes the runtime's packets to the TUN, through its `PacketIO`. Called on runtime threads
+/// through the C writer callback, so its counters are atomic. A packet that is not one complete IPv4
+/// or IPv6 packet, or is larger than the MTU, is dropped and counted; nothing the runtime sends can
+/// crash the host.
 public final class TunWriter: Sendable {
-    let descriptor: Int32
+    let io: any PacketIO
     let mtu: Int
     public let packets = Atomic<UInt64>(0)
     public let bytes = Atomic<UInt64>(0)
@@ -17,9 +16,14 @@ public final class TunWriter: Sendable {
     /// Set by stop(): after it, packets are refused (the runtime must not call, but if it does, nothing happens).
     public let closed = Atomic<Bool>(false)
 
-    public init(descriptor: Int32, mtu: Int) {
-        self.descriptor = descriptor
-        self.mtu = mtu
+    public init(io: any PacketIO) {
+        self.io = io
+        mtu = io.mtu
+    }
+
+    /// A writer to the TUN open on `descriptor` (not owned).
+    public convenience init(descriptor: Int32, mtu: Int) {
+        self.init(io: TunPacketIO(descriptor: FileDescriptor(rawValue: descriptor), mtu: mtu))
     }
 
     /// Why `packet` is not a complete IP packet, or nil when it is one.
@@ -53,8 +57,7 @@ public final class TunWriter: Sendable {
             malformed.add(1, ordering: .relaxed)
             return false
         }
-        let n = Glibc.write(descriptor, packet, len)
-        guard n == len else {
+        guard (try? io.write(UnsafeRawBufferPointer(start: packet, count: len))) == len else {
             writeFailed.add(1, ordering: .relaxed)
             return false
         }
@@ -63,4 +66,3 @@ public final class TunWriter: Sendable {
         return true
     }
 }
-

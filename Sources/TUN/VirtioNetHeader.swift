@@ -6,6 +6,10 @@ public struct VirtioNetHeader: Equatable, Sendable {
     /// sizeof(struct virtio_net_hdr), also what TUNSETVNETHDRSZ is set to.
     public static let size = 10
 
+    /// The largest packet a TUN with TSO gives after its header: an IPv6 header and a 65,535-byte
+    /// payload (an IPv4 packet is at most 65,535 bytes in all).
+    public static let largestPacket = 40 + 65_535
+
     /// VIRTIO_NET_HDR_F_NEEDS_CSUM: the checksum at `checksumStart + checksumOffset` holds only
     /// the pseudo-header's sum; the sum of everything from `checksumStart` on must complete it.
     public static let needsChecksum: UInt8 = 1
