@@ -650,7 +650,16 @@ public final class Engine {
         guard FileSystem.exists(state.journalPath(name)) || FileSystem.exists(state.path + "/\(name).dns") else { return }
         log?("removing what an earlier run of \(name) left behind\(keepFirewall ? " (its kill switch stays until replaced)" : "")")
         try teardown(name: name, tun: nil, keepFirewall: keepFirewall, keepRecord: keepRecord)
+        // The built-in WireGuard's API socket, made by the dead owner: gone unless someone listens on it.
+        let socket = Self.wireGuardSocketPath(name)
+        if FileSystem.exists(socket), (try? UnixSocket.connect(to: socket)).map({ $0.close() }) == nil {
+            FileSystem.remove(socket)
+        }
     }
+
+    /// Where wg(8) looks for the userspace interface `name`'s API socket, which the engine makes for the
+    /// built-in WireGuard's packet plane.
+    public static func wireGuardSocketPath(_ name: String) -> String { "/var/run/wireguard/\(name).sock" }
 
     /// `down`'s cleanup under the name's lock: the residue goes, the record says disconnected until the
     /// lock is released, and goes then (as when an owner stops) — unless a new owner has written its own.

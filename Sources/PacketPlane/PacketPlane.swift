@@ -98,11 +98,17 @@ public enum PacketPlane {
     /// The runtime a load message describes, from the descriptors and secrets it carries.
     static func makeRuntime(_ load: PlaneLoad, tail: UnsafeRawBufferPointer, descriptors: [FileDescriptor]) throws(RuntimeError) -> HostedRuntime? {
         var secrets: [PlaneLoad.Secret.Role: UnsafeRawBufferPointer] = [:]
+        var presharedKeys: [Int: UnsafeRawBufferPointer] = [:]
         var offset = 0
         for part in load.secrets {
             guard part.count >= 0, offset + part.count <= tail.count else { throw RuntimeError("the engine's secrets do not fit their message") }
-            secrets[part.role] = UnsafeRawBufferPointer(rebasing: tail[offset..<(offset + part.count)])
+            let bytes = UnsafeRawBufferPointer(rebasing: tail[offset..<(offset + part.count)])
+            if part.role == .presharedKey, let peer = part.peer { presharedKeys[peer] = bytes } else { secrets[part.role] = bytes }
             offset += part.count
+        }
+        func optionalDescriptor(_ role: PlaneLoad.Descriptor) -> FileDescriptor? {
+            guard let i = load.descriptors.firstIndex(of: role), i < descriptors.count else { return nil }
+            return descriptors[i]
         }
         func descriptor(_ role: PlaneLoad.Descriptor) throws(RuntimeError) -> FileDescriptor {
             guard let i = load.descriptors.firstIndex(of: role), i < descriptors.count else {
@@ -122,9 +128,39 @@ public enum PacketPlane {
             let seed: SecureBytes
             do { seed = try SecureBytes(copying: bytes) } catch { throw RuntimeError("no memory for the identity seed: \(error)") }
             return try MeshRuntimeHost(settings, libraryDescriptor: try descriptor(.library), seed: seed)
-        case .wireguard:
-            throw RuntimeError("the built-in WireGuard does not run in a packet plane yet")
+        case .wireguard(let plan):
+            let settings = try wireGuardSettings(plan, privateKey: secrets[.privateKey], presharedKeys: presharedKeys)
+            let sockets = WireGuardRuntime.CarrierSockets(ipv4: optionalDescriptor(.udp4), ipv6: optionalDescriptor(.udp6),
+                                                          uapi: optionalDescriptor(.uapi))
+            let name = load.tunnelName
+            return try WireGuardRuntime(settings, carrierSockets: sockets, timers: WireGuardTimers.standard.scaled(by: plan.timerScale),
+                                        offloads: plan.offloads, log: { PlaneLog(name: name).write($0) })
         }
+    }
+
+    /// The WireGuard configuration again, its keys copied from the tail into secure memory (the tail
+    /// is the channel's receive buffer, wiped at the next receive).
+    static func wireGuardSettings(_ plan: WireGuardPlan, privateKey: UnsafeRawBufferPointer?,
+                                  presharedKeys: [Int: UnsafeRawBufferPointer]) throws(RuntimeError) -> WireGuardSettings {
+        func key(_ bytes: UnsafeRawBufferPointer?, _ what: String) throws(RuntimeError) -> SecretKey {
+            guard let bytes, bytes.count == SecretKey.byteCount else { throw RuntimeError("the engine sent no \(what)") }
+            let memory: SecureBytes
+            do { memory = try SecureBytes(copying: bytes) } catch { throw RuntimeError("no memory for the \(what): \(error)") }
+            guard let key = SecretKey(memory: memory) else { throw RuntimeError("the engine sent no \(what)") }
+            return key
+        }
+        var peers: [WireGuardSettings.Peer] = []
+        for (i, p) in plan.peers.enumerated() {
+            guard p.publicKey.count == 32 else { throw RuntimeError("peer \(i + 1): the public key is not 32 bytes") }
+            let psk = p.hasPresharedKey ? try key(presharedKeys[i], "preshared key of peer \(i + 1)") : nil
+            let endpoint = p.endpointHost.map { host in
+                WireGuardSettings.Endpoint(host: IPAddress(host).map { .address($0) } ?? .name(host), port: p.endpointPort)
+            }
+            peers.append(WireGuardSettings.Peer(publicKey: p.publicKey, presharedKey: psk, endpoint: endpoint,
+                                                allowedIPs: p.allowedIPs, persistentKeepalive: p.persistentKeepalive))
+        }
+        return WireGuardSettings(privateKey: try key(privateKey, "private key"), listenPort: plan.listenPort,
+                                 fwMark: plan.fwMark, peers: peers)
     }
 }
 

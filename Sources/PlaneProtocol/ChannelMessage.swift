@@ -8,8 +8,7 @@ public enum EngineMessage: Codable, Sendable, Equatable {
     /// Load the runtime (its library, symbols, secret) before the engine touches the kernel: answered by
     /// `loaded`. Descriptors and tail as `PlaneLoad` says.
     case load(PlaneLoad)
-    /// Start the loaded runtime on the tunnel's TUN (the first descriptor), with the carrier sockets that
-    /// follow (`PlaneStart.descriptors`).
+    /// Start the loaded runtime on the tunnel's TUN (the descriptor sent with it).
     case start(PlaneStart)
     /// An app message for the runtime (`tunnelgate message`, sendProviderMessage): answered by `reply`.
     case message(id: UInt64, data: [UInt8])
@@ -94,13 +93,19 @@ public struct PlaneLoad: Codable, Sendable, Equatable {
         case callback(CallbackRuntimeSettings)
         /// MeshGuard (the library as a descriptor, the identity seed in the tail).
         case mesh(MeshRuntimeSettings)
-        /// The built-in WireGuard: everything but its keys (in the tail) and sockets (at start).
+        /// The built-in WireGuard: everything but its keys (in the tail) and its sockets (the engine's,
+        /// as descriptors).
         case wireguard(WireGuardPlan)
     }
 
     /// What each descriptor sent with the message is, in order.
     public enum Descriptor: String, Codable, Sendable, Equatable {
+        /// A sealed copy of the runtime's library.
         case library
+        /// The built-in WireGuard's UDP sockets, bound by the engine (marked before start).
+        case udp4, udp6
+        /// The listening socket wg(8) connects to (/var/run/wireguard/NAME.sock), made by the engine.
+        case uapi
     }
 
     /// What each part of the message's tail is, in order, and how long.
@@ -143,7 +148,7 @@ public struct PlaneLoad: Codable, Sendable, Equatable {
 /// What a loaded plane starts with: the tunnel it runs in, and the descriptors sent with it.
 public struct PlaneStart: Codable, Sendable, Equatable {
     public enum Descriptor: String, Codable, Sendable, Equatable {
-        case tun, udp4, udp6, uapi
+        case tun
     }
 
     public var context: RuntimeContext
@@ -158,47 +163,45 @@ public struct PlaneStart: Codable, Sendable, Equatable {
     }
 }
 
-/// The built-in WireGuard as the plane builds it: the sockets are the engine's (bound, marked), the
-/// keys come in the tail, host names are already pinned to addresses.
+/// The built-in WireGuard as the plane builds it: the configuration without its keys (those come in
+/// the tail: the private key, then each peer's preshared key) and without its sockets (the engine's:
+/// bound to the port, marked with the carrier identity, handed over as descriptors).
 public struct WireGuardPlan: Codable, Sendable, Equatable {
     public struct Peer: Codable, Sendable, Equatable {
         public var publicKey: [UInt8]
+        /// Its preshared key is in the tail.
         public var hasPresharedKey: Bool
-        /// The pinned endpoint (an address, never a name).
-        public var endpoint: EndpointAddress?
-        public var allowedIPs: [String]
-        public var persistentKeepalive: UInt16
-        public init(publicKey: [UInt8], hasPresharedKey: Bool, endpoint: EndpointAddress?, allowedIPs: [String], persistentKeepalive: UInt16) {
+        /// The configured endpoint as written (a name is pinned, in the plane, to the plan's address).
+        public var endpointHost: String?
+        public var endpointPort: UInt16
+        public var allowedIPs: [IPPrefix]
+        public var persistentKeepalive: UInt16?
+
+        public init(publicKey: [UInt8], hasPresharedKey: Bool, endpointHost: String?, endpointPort: UInt16,
+                    allowedIPs: [IPPrefix], persistentKeepalive: UInt16?) {
             self.publicKey = publicKey
             self.hasPresharedKey = hasPresharedKey
-            self.endpoint = endpoint
+            self.endpointHost = endpointHost
+            self.endpointPort = endpointPort
             self.allowedIPs = allowedIPs
             self.persistentKeepalive = persistentKeepalive
         }
     }
-    public struct EndpointAddress: Codable, Sendable, Equatable {
-        public var address: String
-        public var port: UInt16
-        public init(address: String, port: UInt16) {
-            self.address = address
-            self.port = port
-        }
-    }
-    /// The port the engine's sockets are bound to.
-    public var listenPort: UInt16
-    /// The carrier identity's mark (the sockets carry it already).
-    public var fwmark: UInt32
-    public var peers: [Peer]
-    /// TUNNELGATE_WIREGUARD_OFFLOADS and the test-only time scale, read by the engine (the plane has no
-    /// environment).
-    public var offloads: Bool
-    public var timeScale: Double
 
-    public init(listenPort: UInt16, fwmark: UInt32, peers: [Peer], offloads: Bool, timeScale: Double) {
+    /// The configuration's ListenPort and FwMark (nil: none); the sockets carry them already.
+    public var listenPort: UInt16?
+    public var fwMark: UInt32?
+    public var peers: [Peer]
+    /// TUNNELGATE_WIREGUARD_OFFLOADS and the test-only timer scale, read by the engine (the plane has
+    /// no environment).
+    public var offloads: Bool
+    public var timerScale: Double
+
+    public init(listenPort: UInt16?, fwMark: UInt32?, peers: [Peer], offloads: Bool, timerScale: Double) {
         self.listenPort = listenPort
-        self.fwmark = fwmark
+        self.fwMark = fwMark
         self.peers = peers
         self.offloads = offloads
-        self.timeScale = timeScale
+        self.timerScale = timerScale
     }
 }

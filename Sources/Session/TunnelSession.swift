@@ -6,7 +6,8 @@ import RuntimeABI
 import TunnelgateSettings
 
 /// What a packet plane is loaded with: the message, the descriptors that go with it (a sealed copy of
-/// the runtime's library) and the tail of secrets (in secure memory, kept for restarts).
+/// the runtime's library; the built-in WireGuard's UDP sockets and wg(8)'s listening socket) and the
+/// tail of secrets (in secure memory). All of it is kept for restarts and released when the session ends.
 public struct PlanePackage {
     public var load: PlaneLoad
     public var descriptors: [FileDescriptor]
@@ -15,13 +16,32 @@ public struct PlanePackage {
     public var startTimeout: Double
     /// The TUN carries a virtio_net_hdr for this runtime.
     public var tunOffloads: Bool
+    /// Who the routing rules and the kill switch exempt to the carriers: `.planeUser` (the plane's own
+    /// sockets; its uid is filled in), a mark the engine's `carrierSockets` get before start, or nil (no
+    /// runtime: the slot's mark).
+    public var carrierIdentity: CarrierIdentity?
+    /// Sockets the engine made for the plane, marked with the carrier identity's mark before start.
+    public var carrierSockets: [FileDescriptor]
+    /// A socket file the engine made (wg(8)'s), removed when the session ends.
+    public var socketPath: String?
 
-    public init(load: PlaneLoad, descriptors: [FileDescriptor], secrets: SecureBytes?, startTimeout: Double, tunOffloads: Bool) {
+    public init(load: PlaneLoad, descriptors: [FileDescriptor], secrets: SecureBytes?, startTimeout: Double, tunOffloads: Bool,
+                carrierIdentity: CarrierIdentity?, carrierSockets: [FileDescriptor] = [], socketPath: String? = nil) {
         self.load = load
         self.descriptors = descriptors
         self.secrets = secrets
         self.startTimeout = startTimeout
         self.tunOffloads = tunOffloads
+        self.carrierIdentity = carrierIdentity
+        self.carrierSockets = carrierSockets
+        self.socketPath = socketPath
+    }
+
+    /// Closes the engine's copies and removes the socket file (its listener is closed first, so no one
+    /// is left connected to a name that is gone).
+    public func release() {
+        for fd in descriptors { fd.close() }
+        if let socketPath { FileSystem.remove(socketPath) }
     }
 }
 
@@ -179,7 +199,7 @@ public final class TunnelSession {
         guard case .loaded(let plane) = state else {
             throw EngineError.verification(["apply: the session has no loaded packet plane"], rolledBack: false)
         }
-        let identity: CarrierIdentity? = package.load.runtime == .none ? nil : carrierIdentity
+        let identity: CarrierIdentity? = if case .planeUser? = package.carrierIdentity { carrierIdentity } else { package.carrierIdentity }
         do {
             let tunnel = try engine.up(settings, resolver: resolver, configPath: configPath, awaitingRuntime: true,
                                        tunOffloads: package.tunOffloads, carrierIdentity: identity)
@@ -209,6 +229,17 @@ public final class TunnelSession {
     }
 
     private func startRuntime(_ plane: PlaneProcess, _ tunnel: ActiveTunnel) throws(SessionError) -> RuntimeState {
+        // The engine's carrier sockets carry the identity's mark before the runtime sends a datagram
+        // (the plane may not set one: SO_MARK needs CAP_NET_ADMIN).
+        if let mark = tunnel.plan.runtimeContext.carrierMark {
+            for socket in package.carrierSockets {
+                do throws(SystemCallError) { try socket.setMark(mark) } catch {
+                    throw SessionError("marking the carrier socket with fwmark 0x\(String(mark, radix: 16)): \(error)")
+                }
+            }
+        } else if !package.carrierSockets.isEmpty {
+            throw SessionError("the carrier sockets have no mark to carry (the plan's carrier identity is \(tunnel.plan.carrierIdentity.summary))")
+        }
         let start = PlaneStart(context: tunnel.plan.runtimeContext, tunOffloads: package.tunOffloads, descriptors: [.tun])
         try plane.start(start, descriptors: [tunnel.tun.descriptor])
         if package.load.runtime == .none {
@@ -440,7 +471,7 @@ public final class TunnelSession {
         state = .stopped
         control = nil
         monitor = nil
-        user.release()
+        releasePackage()
         guard let tunnel else { return "" }
         if keepKillSwitch && tunnel.plan.hasKillSwitch { return tunnel.stopFailed() }
         tunnel.publish(status: .disconnecting)
@@ -461,7 +492,17 @@ public final class TunnelSession {
         state = .stopped
         control = nil
         monitor = nil
+        releasePackage()
+    }
+
+    private var released = false
+
+    /// The plane's user and the package's descriptors and socket file, once.
+    private func releasePackage() {
         user.release()
+        guard !released else { return }
+        released = true
+        package.release()
     }
 
     /// The plane, once stopped, for tests of the sandbox: its pid while it runs.

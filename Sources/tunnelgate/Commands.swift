@@ -136,7 +136,7 @@ extension CommandLine {
     static func up(_ path: String, netns: String?, detach: Bool, readyFD: Int32?) throws -> Int32 {
         // Validate in the caller's process so that errors reach the terminal
         // directly and nothing is started for a bad configuration.
-        var settings = try loadSettings(path)
+        let settings = try loadSettings(path)
         // A process holding a key or secret dumps no core and lets no one without CAP_SYS_PTRACE read it.
         if settings.runtime.holdsSecret {
             do { try ProcessControl.protectSecrets() } catch { throw Failure(error.description) }
@@ -150,103 +150,7 @@ extension CommandLine {
             if let ready { try? ready.writeAll(Array(("error " + message).utf8)); ready.close() }
             return Failure(message)
         }
-        if case .wireguard = settings.runtime {} else {
-            return try upWithPlane(settings, path: path, isolated: isolated, ready: ready, fail: fail)
-        }
-        // The runtime's library, symbols and secret are checked before the kernel is touched.
-        let host: HostedRuntime?
-        do { host = try makeRuntime(settings.runtime) } catch { throw fail(error.description) }
-        if let notice = SecureBytes.takeLockFailureNotice() { printError("tunnelgate: warning: \(notice)") }
-        if let mesh = host as? MeshRuntimeHost {
-            // "auto" in ipv4Settings.addresses: the node's own mesh IPv4, derived from its identity.
-            do { settings = try settings.resolvingMeshAddress(mesh.identity.meshIPv4) } catch {
-                throw fail(InvalidConfiguration(path: path, error: error).description)
-            }
-        }
-        let signals = try TerminationSignals.block()
-        let gateway = try Engine(namespace: isolated)
-        if ready == nil { gateway.log = { printError("tunnelgate: \($0)") } }
-        let tunnel: ActiveTunnel
-        do {
-            tunnel = try gateway.up(settings, resolver: SystemResolver(), configPath: absolutePath(path), awaitingRuntime: host != nil,
-                                    tunOffloads: host?.wantsTunOffloads ?? false)
-        } catch {
-            // A kill switch in place (a dead owner's, or this run's) stays closed after a failed up.
-            let closed = gateway.hasKillSwitchInPlace(settings.name)
-                ? "\nthe kill switch of \(settings.name) stays in place until `tunnelgate down \(settings.name)`" : ""
-            if case .configuration(let e) = error { throw fail(InvalidConfiguration(path: path, error: e).description + closed) }
-            throw fail(error.description + closed)
-        }
-        let name = tunnel.plan.interfaceName
-        // How this run ends is kept for `status` (NE's last disconnect error): a failure's message, or
-        // nothing after a clean stop. A new run starts with none.
-        gateway.recordDisconnect(name, message: nil)
-        func ended(_ message: String) -> Failure {
-            gateway.recordDisconnect(name, message: message)
-            return fail(message)
-        }
-        var runtimeState: RuntimeState?
-        if let host {
-            do {
-                host.attach(to: tunnel.plan.runtimeContext)
-                try host.start(tun: tunnel.tun.descriptor, mtu: tunnel.plan.mtu)
-                runtimeState = try host.waitUntilReady(timeout: host.startTimeout) { false }
-                tunnel.publish(status: runtimeState?.tunnelStatus ?? .connected, runtimeStatus: runtimeState?.json)
-            } catch {
-                // A runtime that does not start leaves nothing behind.
-                host.stop()
-                throw ended(error.description + tunnel.stopFailed())
-            }
-        }
-        // The control socket is part of the tunnel (status, stop, message): without it, `up` fails and
-        // leaves nothing behind. A stale socket of a crashed owner is replaced; a live one is refused.
-        let control: ControlServer
-        do { control = try ControlServer(gateway: gateway, name: name) } catch {
-            host?.stop()
-            throw ended("cannot create the control socket \(gateway.state.controlPath(name)): \(error)" + tunnel.stopFailed())
-        }
-        let summary = "\(name): \(runtimeState?.tunnelStatus.rawValue ?? "connected") (table \(tunnel.plan.slot.table), "
-            + "\(tunnel.plan.routes(interfaceIndex: nil).count) routes, \(tunnel.plan.rules.count) rules"
-            + (host.map { ", \($0.summary)" } ?? "") + ")"
-        if let ready {
-            try? ready.writeAll(Array(("ready " + summary).utf8))
-            ready.close()
-            printError("tunnelgate: \(summary)")
-        } else {
-            printError("tunnelgate: \(summary); stop with Ctrl-C or `tunnelgate down \(name)`")
-        }
-        let monitor = try? gateway.makeMonitor()
-        if monitor == nil { printError("tunnelgate: warning: cannot watch for outside changes; they will not be repaired") }
-        var failure: String?
-        switch RuntimeLoop(tunnel: tunnel, host: host, initialState: runtimeState)
-            .run(signals: signals, monitor: monitor, control: control, log: { printError("tunnelgate: \($0)") }) {
-        case .signal(let signal): printError("tunnelgate: \(name): stopping (signal \(signal))")
-        case .runtimeFailed(let reason):
-            failure = reason
-            if tunnel.plan.firewall?.chains.contains(where: { $0.hook == .output }) == true {
-                // Fail closed: a kill switch outlives its runtime until `down`, as after a crash.
-                host?.stop()
-                tunnel.publish(status: .disconnected)
-                gateway.recordDisconnect(name, message: "the runtime failed: \(reason)")
-                throw Failure("the runtime failed: \(reason)\nthe kill switch stays in place until `tunnelgate down \(name)`")
-            }
-            printError("tunnelgate: \(name): the runtime failed: \(reason); stopping")
-        }
-        tunnel.publish(status: .disconnecting)
-        host?.stop()
-        _ = control
-        do {
-            try tunnel.stop()
-        } catch {
-            gateway.recordDisconnect(name, message: (failure.map { "the runtime failed: \($0); then " } ?? "") + error.description)
-            throw Failure(error.description)
-        }
-        printError("tunnelgate: \(name): disconnected, everything removed")
-        if let failure {
-            gateway.recordDisconnect(name, message: "the runtime failed: \(failure)")
-            throw Failure("the runtime failed: \(failure)")
-        }
-        return ExitCode.success
+        return try upWithPlane(settings, path: path, isolated: isolated, ready: ready, fail: fail)
     }
 
     /// `up` with the runtime in a packet plane: the unprivileged, sandboxed process that hosts it
@@ -261,29 +165,34 @@ extension CommandLine {
         let package: PlanePackage
         let identity: MeshIdentity?
         do { (package, identity) = try PlaneHandoff.prepare(settings) } catch { throw fail(error.description) }
-        if let identity {
-            // "auto" in ipv4Settings.addresses: the node's own mesh IPv4, derived from its identity.
-            do { settings = try settings.resolvingMeshAddress(identity.meshIPv4) } catch {
-                throw fail(InvalidConfiguration(path: path, error: error).description)
+        let signals: FileDescriptor, engine: Engine, user: PlaneUser
+        do {
+            if let identity {
+                // "auto" in ipv4Settings.addresses: the node's own mesh IPv4, derived from its identity.
+                do { settings = try settings.resolvingMeshAddress(identity.meshIPv4) } catch {
+                    throw fail(InvalidConfiguration(path: path, error: error).description)
+                }
             }
+            signals = try TerminationSignals.block()
+            engine = try Engine(namespace: isolated)
+            do { user = try PlaneUser.allocate() } catch { throw fail(error.description) }
+        } catch {
+            package.release()
+            throw error
         }
-        let signals = try TerminationSignals.block()
-        let engine = try Engine(namespace: isolated)
         if ready == nil { engine.log = { printError("tunnelgate: \($0)") } }
-        let user: PlaneUser
-        do { user = try PlaneUser.allocate() } catch { throw fail(error.description) }
         let session = TunnelSession(engine: engine, settings: settings, package: package, user: user,
                                     restart: restartPolicy(), planeLog: FileDescriptor(rawValue: 2),
                                     log: { printError("tunnelgate: \($0)") })
         // The runtime is loaded in the plane (library, symbols, secret) before the kernel is touched.
         do { try session.prepare() } catch {
-            user.release()
+            _ = try? session.stop()
             throw fail(error.description)
         }
         do {
             try session.apply(configPath: absolutePath(path), resolver: SystemResolver())
         } catch {
-            user.release()
+            _ = try? session.stop()
             // A kill switch in place (a dead owner's, or this run's) stays closed after a failed up.
             let closed = engine.hasKillSwitchInPlace(settings.name)
                 ? "\nthe kill switch of \(settings.name) stays in place until `tunnelgate down \(settings.name)`" : ""
@@ -340,17 +249,6 @@ extension CommandLine {
         guard let value = ProcessControl.environmentValue("TUNNELGATE_RESTART"), value.hasPrefix("on-failure") else { return .never }
         let attempts = value.split(separator: ":").dropFirst().first.flatMap { Int($0) } ?? 5
         return RestartPolicy(mode: .onFailure, maximumAttempts: attempts, initialDelay: 0.2, maximumDelay: 10)
-    }
-
-    /// The host of the configured runtime (nil for `none`). Libraries,
-    /// symbols and secrets are checked here, before the kernel is touched.
-    static func makeRuntime(_ runtime: RuntimeSettings) throws(RuntimeError) -> HostedRuntime? {
-        switch runtime {
-        case .none: return nil
-        case .callback(let settings): return try CallbackRuntimeHost(settings)
-        case .mesh(let s): return try MeshRuntimeHost(s)
-        case .wireguard(let s): return try WireGuardRuntime(s, log: { printError("tunnelgate: \($0)") })
-        }
     }
 
     /// Starts `tunnelgate up CONFIG --ready-fd 3` in its own session and waits

@@ -5,6 +5,7 @@ import RuntimeABI
 import Runtimes
 import Session
 import TunnelgateSettings
+import WireGuard
 
 /// What the engine reads for a packet plane before anything starts, and hands it: the runtime's
 /// library as a sealed in-memory copy of the file it checked (a TrustedFile, never loaded here — its
@@ -20,7 +21,7 @@ enum PlaneHandoff {
         switch settings.runtime {
         case .none:
             return (PlanePackage(load: PlaneLoad(runtime: .none, descriptors: [], secrets: [], tunnelName: name),
-                                 descriptors: [], secrets: nil, startTimeout: 5, tunOffloads: false), nil)
+                                 descriptors: [], secrets: nil, startTimeout: 5, tunOffloads: false, carrierIdentity: nil), nil)
         case .callback(let c):
             let library = try sealedLibrary(c.library, key: "runtime.library", what: "runtime library")
             let secret = try RuntimeSecret.load(c.secret)
@@ -33,7 +34,8 @@ enum PlaneHandoff {
             if let failure { throw failure }
             let parts = tail.map { [PlaneLoad.Secret(role: .runtimeSecret, count: $0.count)] } ?? []
             return (PlanePackage(load: PlaneLoad(runtime: .callback(c), descriptors: [.library], secrets: parts, tunnelName: name),
-                                 descriptors: [library], secrets: tail, startTimeout: c.startTimeoutSeconds, tunOffloads: false), nil)
+                                 descriptors: [library], secrets: tail, startTimeout: c.startTimeoutSeconds, tunOffloads: false,
+                                 carrierIdentity: .planeUser), nil)
         case .mesh(let m):
             let library = try sealedLibrary(m.library, key: "runtime.library", what: "MeshGuard library")
             let seed: SecureBytes
@@ -41,10 +43,76 @@ enum PlaneHandoff {
             let identity = try MeshIdentity(seed: seed)
             return (PlanePackage(load: PlaneLoad(runtime: .mesh(m), descriptors: [.library],
                                                  secrets: [PlaneLoad.Secret(role: .meshSeed, count: seed.count)], tunnelName: name),
-                                 descriptors: [library], secrets: seed, startTimeout: m.startTimeoutSeconds, tunOffloads: false), identity)
-        case .wireguard:
-            throw RuntimeError("the built-in WireGuard does not run in a packet plane yet")
+                                 descriptors: [library], secrets: seed, startTimeout: m.startTimeoutSeconds, tunOffloads: false,
+                                 carrierIdentity: .planeUser), identity)
+        case .wireguard(let w):
+            return (try wireGuard(w, name: name), nil)
         }
+    }
+
+    /// The built-in WireGuard's package: its UDP sockets (bound here, so a port in use or below 1024 is
+    /// the engine's business; marked once the slot is chosen), the listening socket wg(8) connects to,
+    /// and the keys in one tail (the private key, then each preshared key).
+    static func wireGuard(_ w: WireGuardSettings, name: String) throws(RuntimeError) -> PlanePackage {
+        let log: @Sendable (String) -> Void = { printError("tunnelgate: \($0)") }
+        let sockets: (ipv4: FileDescriptor, ipv6: FileDescriptor?, port: UInt16)
+        do { sockets = try UDPBind.carrierSockets(port: w.listenPort ?? 0, log: log) } catch { throw RuntimeError(error.description) }
+        var descriptors = [sockets.ipv4]
+        var roles: [PlaneLoad.Descriptor] = [.udp4]
+        if let ipv6 = sockets.ipv6 {
+            descriptors.append(ipv6)
+            roles.append(.udp6)
+        }
+        let carrierSockets = descriptors
+        func closeAll() { for fd in descriptors { fd.close() } }
+        let socketPath = Engine.wireGuardSocketPath(name)
+        do throws(SystemCallError) {
+            _ = try? FileSystem.createDirectory(String(socketPath[..<socketPath.lastIndex(of: "/")!]), mode: 0o755)
+            descriptors.append(try UnixSocket.listen(at: socketPath))
+            roles.append(.uapi)
+        } catch {
+            closeAll()
+            throw RuntimeError("the WireGuard API socket \(socketPath): \(error)")
+        }
+        // The tail: 32 bytes of private key, then 32 per peer that has a preshared key.
+        let keyed = w.peers.filter { $0.presharedKey != nil }.count
+        let tail: SecureBytes
+        do { tail = try SecureBytes(count: 32 * (1 + keyed)) } catch {
+            closeAll()
+            FileSystem.remove(socketPath)
+            throw RuntimeError("no memory for the WireGuard keys: \(error)")
+        }
+        var parts = [PlaneLoad.Secret(role: .privateKey, count: 32)]
+        tail.withUnsafeMutableBytes { out in
+            var offset = 0
+            func put(_ key: SecretKey) {
+                key.memory.withUnsafeBytes { out.baseAddress!.advanced(by: offset).copyMemory(from: $0.baseAddress!, byteCount: 32) }
+                offset += 32
+            }
+            put(w.privateKey)
+            for (i, peer) in w.peers.enumerated() {
+                guard let psk = peer.presharedKey else { continue }
+                put(psk)
+                parts.append(PlaneLoad.Secret(role: .presharedKey, count: 32, peer: i))
+            }
+        }
+        let peers = w.peers.map { p in
+            let host: String? = switch p.endpoint?.host {
+            case .address(let a)?: a.description
+            case .name(let n)?: n
+            case nil: nil
+            }
+            return WireGuardPlan.Peer(publicKey: p.publicKey, hasPresharedKey: p.presharedKey != nil, endpointHost: host,
+                                      endpointPort: p.endpoint?.port ?? 0, allowedIPs: p.allowedIPs,
+                                      persistentKeepalive: p.persistentKeepalive)
+        }
+        let timers = WireGuardTimers.fromEnvironment()
+        let plan = WireGuardPlan(listenPort: w.listenPort, fwMark: w.fwMark, peers: peers,
+                                 offloads: WireGuardRuntime.offloadsFromEnvironment, timerScale: timers.scale)
+        return PlanePackage(load: PlaneLoad(runtime: .wireguard(plan), descriptors: roles, secrets: parts, tunnelName: name),
+                            descriptors: descriptors, secrets: tail, startTimeout: 5, tunOffloads: plan.offloads,
+                            carrierIdentity: CarrierIdentity.forRuntime(.wireguard(w)), carrierSockets: carrierSockets,
+                            socketPath: socketPath)
     }
 
     /// A sealed copy of the library at `path`, opened as a TrustedFile.

@@ -49,33 +49,6 @@ CFG
 status_json() { ip netns exec "$1" "$TG" status "$2" --json 2>/dev/null; }
 status_is() { status_json "$1" "$2" | jq -e "$3" >/dev/null; }
 
-# check_plane LABEL NS NAME: the plane of tunnel NAME in NS, as /proc shows it.
-check_plane() {
-  local label=$1 ns=$2 name=$3 pid uid st
-  pid=$(status_json "$ns" "$name" | jq -r '.planePID // empty')
-  uid=$(status_json "$ns" "$name" | jq -r '.planeUser // empty')
-  if [ -z "$pid" ] || [ ! -d "/proc/$pid" ]; then
-    tg_fail "[$label] the tunnel has a running packet plane" "status: $(status_json "$ns" "$name")"
-    return
-  fi
-  st=$(cat "/proc/$pid/status")
-  check_match "[$label] the plane runs as its own uid $uid (real, effective, saved, fs), not root" \
-    "^Uid:[[:space:]]+$uid[[:space:]]+$uid[[:space:]]+$uid[[:space:]]+$uid\$" "$st"
-  check "[$label] ... a uid of the plane range, not 0" test "$uid" -ge 1952907264 -a "$uid" -lt 1952911360
-  check_match "[$label] ... and its own gid" "^Gid:[[:space:]]+$uid[[:space:]]+$uid[[:space:]]+$uid[[:space:]]+$uid\$" "$st"
-  check_match "[$label] ... and no supplementary groups" '^Groups:[[:space:]]*$' "$st"
-  local cap
-  for cap in CapInh CapPrm CapEff CapBnd CapAmb; do
-    check_match "[$label] $cap is empty" "^$cap:[[:space:]]+0000000000000000\$" "$st"
-  done
-  check_match "[$label] no_new_privs" '^NoNewPrivs:[[:space:]]+1$' "$st"
-  check_match "[$label] a seccomp filter" '^Seccomp:[[:space:]]+2$' "$st"
-  check_eq "[$label] an empty environment" "" "$(tr '\0' '\n' <"/proc/$pid/environ")"
-  check_match "[$label] its root is mounted read-only" '^[0-9]+ [0-9]+ [0-9:]+ / / ro[, ]' "$(cat "/proc/$pid/mountinfo")"
-  check_eq "[$label] the engine's state directory is hidden (empty) in its view" "" "$(ls -A "/proc/$pid/root/run/tunnelgate" 2>&1)"
-  check_eq "[$label] it holds no netlink socket" "" "$(ss -f netlink -a -p 2>/dev/null | grep "pid=$pid,")"
-}
-
 # --- no runtime, and the example runtime: the sandbox from outside ----------------------------------------
 cat >"$TG_TMP/none.json" <<CFG
 {"name": "tgn", "tunnelRemoteAddress": "$CARRIER4", "mtu": 1400,
@@ -83,7 +56,7 @@ cat >"$TG_TMP/none.json" <<CFG
 CFG
 tg_run ip netns exec "$NS_C" "$TG" up "$TG_TMP/none.json" --detach
 check_rc "[none] up" 0
-check_plane none "$NS_C" tgn
+tg_check_plane none "$NS_C" tgn
 tg_run ip netns exec "$NS_C" "$TG" down tgn
 check_rc "[none] down" 0
 
@@ -95,7 +68,7 @@ check_rc "[callback] up in L" 0
 tg_run ip netns exec "$NS_C" env TUNNELGATE_RESTART=on-failure:3 "$TG" up "$TG_TMP/a.json" --detach
 check_rc "[callback] up in C (full tunnel, kill switch, restart on failure)" 0
 check_ping "[callback] ping crosses the tunnel" "$NS_C" 10.60.0.2
-check_plane callback "$NS_C" tga
+tg_check_plane callback "$NS_C" tga
 engine=$(tg_tunnel_pids "$NS_C" | head -n 1)
 # NET_ADMIN NET_BIND_SERVICE SYS_ADMIN SETUID SETGID SETPCAP KILL DAC_OVERRIDE DAC_READ_SEARCH IPC_LOCK SYS_PTRACE
 check_match "[engine] keeps only the capabilities it needs" '^CapEff:[[:space:]]+00000000002855e6$' "$(cat "/proc/$engine/status")"

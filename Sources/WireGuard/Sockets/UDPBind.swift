@@ -15,7 +15,13 @@ import TunnelgateSettings
 /// would; receives never wait (MSG_DONTWAIT).
 public final class UDPBind: Bind {
     public private(set) var port: UInt16
-    public private(set) var mark: UInt32
+    /// The sockets' mark. The engine marks its sockets after it handed them over (once the tunnel's slot
+    /// is chosen), so for those it is read from the kernel each time.
+    public var mark: UInt32 {
+        guard isHandedOver, let socket = ipv4 ?? ipv6 else { return ownMark }
+        return (try? socket.mark()) ?? 0
+    }
+    private var ownMark: UInt32
     /// Whether the sockets are the engine's (handed over): never bound or marked here.
     public let isHandedOver: Bool
     private var ipv4: FileDescriptor?
@@ -28,7 +34,7 @@ public final class UDPBind: Bind {
         self.ipv4 = ipv4
         self.ipv6 = ipv6
         self.port = port
-        self.mark = mark
+        ownMark = mark
         isHandedOver = handedOver
         self.log = log
     }
@@ -43,6 +49,16 @@ public final class UDPBind: Bind {
     public static func open(port: UInt16, mark: UInt32, log: @escaping @Sendable (String) -> Void) throws(BindError) -> UDPBind {
         let (ipv4, ipv6, actual) = try makeSockets(port: port, mark: mark, log: log)
         return UDPBind(ipv4: ipv4, ipv6: ipv6, port: actual, mark: mark, handedOver: false, log: log)
+    }
+
+    /// The sockets the engine makes for a packet plane, as `open` makes its own: IPv4 bound to `port`
+    /// (0: any), IPv6 on the same port where the namespace has IPv6, 4 MB buffers, unmarked (the engine
+    /// marks them once the tunnel's carrier identity is known). A port in use is an error now, before the
+    /// kernel is touched.
+    public static func carrierSockets(port: UInt16, log: @escaping @Sendable (String) -> Void)
+        throws(BindError) -> (ipv4: FileDescriptor, ipv6: FileDescriptor?, port: UInt16) {
+        let (ipv4, ipv6, actual) = try makeSockets(port: port, mark: 0, log: log)
+        return (ipv4, ipv6, actual)
     }
 
     private static func makeSockets(port: UInt16, mark: UInt32, log: @Sendable (String) -> Void)
@@ -209,7 +225,7 @@ public final class UDPBind: Bind {
             throw BindError(.permissionDenied, "fwmark: the carrier sockets are the engine's")
         }
         for socket in [ipv4, ipv6].compactMap({ $0 }) { try Self.applyMark(mark, to: socket) }
-        self.mark = mark
+        ownMark = mark
     }
 
     public func rebind(port: UInt16) throws(BindError) {
