@@ -148,6 +148,8 @@ config "$TG_TMP/b.json" mgb "$seed_b" "$C_ETH0_4:$PORT" "{\"$id_a\": [\"$ip_a/32
 run ip netns exec "$NS_C" "$TG" plan "$TG_TMP/a.json"
 check_match "the plan says the mtu and the 1,396-byte tunnel limit" 'runtime: MeshGuard .*mtu 1396.*1396 bytes' "$TG_OUT"
 up_pair "$TG_TMP/a.json" "$TG_TMP/b.json" prefixes
+# MeshGuard runs in C's packet plane; its environment is the stand-in's two switches, passed by name.
+tg_check_plane mesh "$NS_C" mga "$(printf 'MESHGUARD_STANDIN_CONTROL=%s\nMESHGUARD_STANDIN_LOG=%s' "$HOOKS/ctl-a" "$HOOKS/log-a")"
 check_eq "the TUN's MTU is 1396" 1396 "$(ip -n "$NS_C" -j link show mga | jq '.[0].mtu')"
 check_eq "C's TUN holds C's derived mesh address" "$ip_a/16" \
   "$(ip -n "$NS_C" -j addr show dev mga | jq -r '.[0].addr_info[] | select(.family == "inet") | "\(.local)/\(.prefixlen)"')"

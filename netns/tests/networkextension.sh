@@ -51,6 +51,12 @@ check_route "$INCLUDED4 is looked up into tg0" "$NS_C" "$INCLUDED4" tg0
 # packets to it go into the tunnel.
 plane_uid=$(tg_plane_uid "$NS_C" tg0)
 check "the provider runs in a packet plane of its own uid ($plane_uid)" test -n "$plane_uid"
+# The provider's plane, from outside: its environment is the plane marker and the test's switches.
+tg_check_plane provider "$NS_C" tg0 "$(printf '%s\n' "TG_NE_COUNT_FILE=$count_file" TG_NE_DNS=10.8.0.1 \
+  "TG_NE_REAPPLY_EXCLUDE=$EXCLUDED4" "TG_NE_REMOTE=$CARRIER4" "TG_NE_STOP_FILE=$stop_file" TUNNELGATE_PROVIDER_PLANE=1 | sort)"
+provider_engine=$(pgrep -f -o "^$PROVIDER --provider counting" || true)
+check_match "the provider host's engine keeps only the engine's capabilities" '^CapEff:[[:space:]]+00000000002855e6$' \
+  "$(cat "/proc/${provider_engine:-0}/status" 2>&1)"
 check_eq "tunnelRemoteAddress $CARRIER4 is kept off the tunnel for the provider's sockets (eth0)" eth0 \
   "$(ip -n "$NS_C" route get "$CARRIER4" uid "${plane_uid:-0}" 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p')"
 check_route "... and anyone else's packets to it go into tg0" "$NS_C" "$CARRIER4" tg0
