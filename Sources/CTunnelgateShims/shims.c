@@ -27,6 +27,9 @@
 
 _Static_assert(IFNAMSIZ == 16, "IFNAMSIZ is 16 on Linux");
 
+// The netlink socket options LinuxSystem's NetlinkOption names by number.
+_Static_assert(NETLINK_CAP_ACK == 10 && NETLINK_EXT_ACK == 11 && NETLINK_GET_STRICT_CHK == 12, "NetlinkOption");
+
 // The layout and constants the WireGuard device's Swift (VirtioNetHeader) assumes.
 _Static_assert(sizeof(struct virtio_net_hdr) == 10, "struct virtio_net_hdr is 10 bytes");
 _Static_assert(offsetof(struct virtio_net_hdr, gso_type) == 1, "gso_type at 1");
