@@ -1,4 +1,3 @@
-import CTunnelgateShims
 import Engine
 import LinuxSystem
 import PlaneProtocol
@@ -298,7 +297,7 @@ public final class TunnelSession {
             _ = try? set.wait(timeoutMilliseconds: Int32(max(0, min(timeout, 1)) * 1000))
 
             if set.events(at: 0).contains(.readable) {
-                let signal = CTunnelgateShims_signalfd_read(signals.rawValue)
+                let signal = TerminationSignals.read(signals)
                 if signal != 0 { publish(force: true); return .signal(signal) }
             }
             if let controlIndex, set.events(at: controlIndex) != [] {
