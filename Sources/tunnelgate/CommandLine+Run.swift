@@ -1,7 +1,6 @@
 import FoundationEssentials
 import Engine
 import PacketPlane
-import Glibc
 import LinuxSystem
 import TunnelgateSettings
 
@@ -99,7 +98,7 @@ extension String {
 func printError(_ text: String) {
     var line = text
     if !line.hasSuffix("\n") { line += "\n" }
-    _ = try? FileDescriptor(rawValue: STDERR_FILENO).writeAll(Array(line.utf8))
+    _ = try? FileDescriptor.standardError.writeAll(Array(line.utf8))
 }
 
 extension CommandLine {
