@@ -89,6 +89,9 @@ struct SettingsValidator {
             }
         }
         if let forwarding = s.forwarding, !isRefused("forwarding") { checkForwarding(forwarding) }
+        if let restart = s.restart, !isRefused("restart.attempts"), !RestartSettings.attemptsRange.contains(restart.attempts) {
+            problem("restart.attempts", "\(restart.attempts) is out of range (\(RestartSettings.attemptsRange.lowerBound)–\(RestartSettings.attemptsRange.upperBound))")
+        }
         return findings
     }
 

@@ -133,17 +133,23 @@ extension CommandLine {
         return ExitCode.success
     }
 
-    static func up(_ path: String, netns: String?, detach: Bool, readyFD: Int32?) throws -> Int32 {
+    static func up(_ path: String, netns: String?, detach: Bool, readyFD: Int32?, restart: String? = nil) throws -> Int32 {
         // Validate in the caller's process so that errors reach the terminal
         // directly and nothing is started for a bad configuration.
-        let settings = try loadSettings(path)
+        var settings = try loadSettings(path)
+        if let restart {
+            guard let r = RestartSettings.parse(restart) else {
+                throw UsageError(message: "--restart: \(RestartSettings.problem(restart) ?? restart)", command: .up)
+            }
+            settings.restart = r
+        }
         // A process holding a key or secret dumps no core and lets no one without CAP_SYS_PTRACE read it.
         if settings.runtime.holdsSecret {
             do { try ProcessControl.protectSecrets() } catch { throw Failure(error.description) }
         }
         if let notice = SecureBytes.takeLockFailureNotice() { printError("tunnelgate: warning: \(notice)") }
         let isolated = try namespace(netns)
-        if detach { return try spawnDetached(path, netns: netns, settings: settings) }
+        if detach { return try spawnDetached(path, netns: netns, restart: restart, settings: settings) }
 
         let ready = readyFD.map { FileDescriptor(rawValue: $0) }
         func fail(_ message: String) -> Failure {
@@ -182,7 +188,7 @@ extension CommandLine {
         }
         if ready == nil { engine.log = { printError("tunnelgate: \($0)") } }
         let session = TunnelSession(engine: engine, settings: settings, package: package, user: user,
-                                    restart: restartPolicy(), planeLog: FileDescriptor(rawValue: 2),
+                                    restart: restartPolicy(settings.restart), planeLog: FileDescriptor(rawValue: 2),
                                     log: { printError("tunnelgate: \($0)") })
         // The runtime is loaded in the plane (library, symbols, secret) before the kernel is touched.
         do { try session.prepare() } catch {
@@ -244,16 +250,15 @@ extension CommandLine {
         return ExitCode.success
     }
 
-    /// The packet plane's restart policy: off unless TUNNELGATE_RESTART says `on-failure[:N]`.
-    static func restartPolicy() -> RestartPolicy {
-        guard let value = ProcessControl.environmentValue("TUNNELGATE_RESTART"), value.hasPrefix("on-failure") else { return .never }
-        let attempts = value.split(separator: ":").dropFirst().first.flatMap { Int($0) } ?? 5
-        return RestartPolicy(mode: .onFailure, maximumAttempts: attempts, initialDelay: 0.2, maximumDelay: 10)
+    /// The packet plane's restart policy: `--restart`, else the configuration's `restart`, else never.
+    static func restartPolicy(_ settings: RestartSettings?) -> RestartPolicy {
+        guard let settings, settings.policy == .onFailure else { return .never }
+        return RestartPolicy(mode: .onFailure, maximumAttempts: settings.attempts, initialDelay: 0.5, maximumDelay: 10)
     }
 
     /// Starts `tunnelgate up CONFIG --ready-fd 3` in its own session and waits
     /// until it reports the tunnel applied and verified, or its error.
-    static func spawnDetached(_ path: String, netns: String?, settings: TunnelSettings) throws -> Int32 {
+    static func spawnDetached(_ path: String, netns: String?, restart: String?, settings: TunnelSettings) throws -> Int32 {
         var pipeFDs: [Int32] = [0, 0]
         _ = try syscall("pipe") { pipe(&pipeFDs) }
         let readEnd = FileDescriptor(rawValue: pipeFDs[0]), writeEnd = FileDescriptor(rawValue: pipeFDs[1])
@@ -263,6 +268,7 @@ extension CommandLine {
         let state = try Engine(namespace: try namespace(netns)).state
         let executable = "/proc/self/exe"
         let argv = ["tunnelgate", "up", absolutePath(path), "--ready-fd", "3"] + (netns.map { ["--netns", $0] } ?? [])
+            + (restart.map { ["--restart", $0] } ?? [])
         var cArgs = argv.map { strdup($0) } + [nil]
         defer { for p in cArgs { free(p) } }
         var pid: pid_t = 0
