@@ -156,21 +156,25 @@ extension CommandLine {
             if let ready { try? ready.writeAll(Array(("error " + message).utf8)); ready.close() }
             return Failure(message)
         }
-        return try upWithPlane(settings, path: path, isolated: isolated, ready: ready, fail: fail)
+        // The settings go on without this frame's copy: their keys are released once handed to the plane.
+        return try upWithPlane(consume settings, path: path, isolated: isolated, ready: ready, fail: fail)
     }
 
     /// `up` with the runtime in a packet plane: the unprivileged, sandboxed process that hosts it
     /// (docs/architecture.md, Processes). This process is the engine: it applies the settings, watches
     /// and repairs them, serves the control socket and publishes the status; the plane moves packets.
-    static func upWithPlane(_ original: TunnelSettings, path: String, isolated: NetworkNamespace?, ready: FileDescriptor?,
+    static func upWithPlane(_ original: consuming TunnelSettings, path: String, isolated: NetworkNamespace?, ready: FileDescriptor?,
                             fail: (String) -> Failure) throws -> Int32 {
-        var settings = original
+        var settings = consume original
         // The engine keeps only the capabilities it needs (TunnelSession.engineCapabilities).
         do { try ProcessControl.keepOnly(TunnelSession.engineCapabilities) } catch { throw fail(error.description) }
         // What the plane needs, read here (files trusted, secrets in secure memory), nothing loaded.
         let package: PlanePackage
         let identity: MeshIdentity?
         do { (package, identity) = try PlaneHandoff.prepare(settings) } catch { throw fail(error.description) }
+        // The WireGuard keys are in the package's tail now (for the plane, and its restarts): the
+        // settings' own copy goes, so that the engine holds one.
+        if case .wireguard(let w) = settings.runtime { settings.runtime = .wireguard(w.withoutKeys()) }
         let signals: FileDescriptor, engine: Engine, user: PlaneUser
         do {
             if let identity {
