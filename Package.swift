@@ -6,7 +6,8 @@ let package = Package(
     products: [
         .executable(name: "tunnelgate", targets: ["tunnelgate"]),
         .library(name: "TunnelgateSettings", targets: ["TunnelgateSettings"]),
-        .library(name: "Gateway", targets: ["Gateway"]),
+        .library(name: "Engine", targets: ["Engine"]),
+        .library(name: "Session", targets: ["Session"]),
         // The example packet runtime (docs/runtime-abi.md): a shared library tests and users load.
         .library(name: "TunnelgateExampleRuntime", type: .dynamic, targets: ["CExampleRuntime"]),
         // NetworkExtension's packet-tunnel API over the same engine (docs/networkextension.md).
@@ -44,18 +45,33 @@ let package = Package(
         .target(name: "Netlink", dependencies: ["CMnl", "LinuxSystem", "TunnelgateSettings"]),
         // nftables over libnftnl: one inet table per tunnel, one atomic batch per change.
         .target(name: "Nftables", dependencies: ["CNftnl", "CMnl", "Netlink", "LinuxSystem", "TunnelgateSettings"]),
-        // plan -> journal -> apply -> verify -> teardown, state directory, the tunnel's lifetime.
-        .target(name: "Gateway", dependencies: ["Netlink", "Nftables", "DNSConfig", "LinuxSystem", "TunnelgateSettings"]),
+        // The TUN device, its virtio_net_hdr, and the writer of complete IP packets to it.
+        .target(name: "TUN", dependencies: ["CTunnelgateShims", "LinuxSystem"]),
+        // What packet runtimes depend on: the runtime protocol, its context, state, errors and counters.
+        .target(name: "RuntimeABI", dependencies: ["TUN", "LinuxSystem", "TunnelgateSettings"]),
+        // The engine: plan -> journal -> apply -> verify -> repair -> teardown of kernel state (netlink,
+        // nftables, DNS, sysctls), the state directory, records and reports. Kernel state only.
+        .target(name: "Engine", dependencies: ["Netlink", "Nftables", "DNSConfig", "TUN", "RuntimeABI", "LinuxSystem", "TunnelgateSettings"]),
         // DNS from NEDNSSettings: resolv.conf backends (namespace, host), systemd-resolved over D-Bus, split-DNS forwarder.
         .target(name: "DNSConfig", dependencies: ["CSystemd", "LinuxSystem", "TunnelgateSettings"]),
         // Packet runtimes hosted behind the callback C ABI: dlopen, packet flow, backpressure, lifecycle;
         // MeshGuard's tunnel ABI (libsodium: the node's Ed25519 identity from its seed, for its mesh address).
-        .target(name: "Runtimes", dependencies: ["Gateway", "CTunnelgateRuntime", "CSodium", "LinuxSystem", "TunnelgateSettings"]),
+        .target(name: "Runtimes", dependencies: ["RuntimeABI", "TUN", "CTunnelgateRuntime", "CSodium", "LinuxSystem", "TunnelgateSettings"]),
         // The built-in userspace WireGuard: Noise_IKpsk2 over libsodium, timers, cryptokey routing, UAPI.
-        .target(name: "WireGuard", dependencies: ["CSodium", "Runtimes", "Gateway", "LinuxSystem", "TunnelgateSettings"]),
-        .executableTarget(name: "tunnelgate", dependencies: ["Gateway", "Runtimes", "WireGuard", "TunnelgateSettings"]),
-        // NEPacketTunnelProvider & co. with Apple's names; setTunnelNetworkSettings drives Gateway.up.
-        .target(name: "NetworkExtension", dependencies: ["Gateway", "LinuxSystem", "TunnelgateSettings"]),
+        .target(name: "WireGuard", dependencies: ["CSodium", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings"]),
+        // The packet plane's seccomp allow-list (libseccomp, Debian's libseccomp-dev).
+        .target(name: "CPlaneSeccomp", linkerSettings: [.linkedLibrary("seccomp")]),
+        // The engine–plane channel: messages and their framing over a SOCK_SEQPACKET pair.
+        .target(name: "PlaneProtocol", dependencies: ["RuntimeABI", "LinuxSystem", "TunnelgateSettings"]),
+        // The packet plane: the unprivileged, sandboxed process that hosts a tunnel's runtime and moves its packets.
+        .target(name: "PacketPlane", dependencies: ["PlaneProtocol", "Runtimes", "WireGuard", "RuntimeABI", "TUN",
+                                                    "CPlaneSeccomp", "LinuxSystem", "TunnelgateSettings"]),
+        // A tunnel session: its lifecycle (NEVPNStatus), event loop, monitor and repair, control server and
+        // carrier-path check, over the engine. The CLI and the NetworkExtension host both drive it.
+        .target(name: "Session", dependencies: ["Engine", "PlaneProtocol", "RuntimeABI", "TUN", "Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),
+        .executableTarget(name: "tunnelgate", dependencies: ["Session", "PacketPlane", "Engine", "Runtimes", "WireGuard", "TunnelgateSettings"]),
+        // NEPacketTunnelProvider & co. with Apple's names; setTunnelNetworkSettings drives Engine.up.
+        .target(name: "NetworkExtension", dependencies: ["Session", "Engine", "PlaneProtocol", "CPlaneSeccomp", "TUN", "LinuxSystem", "TunnelgateSettings"]),
         // A host for a provider class, with the seed's PacketTunnelProvider compiled beside an instrumented one.
         .executableTarget(name: "tunnelgate-provider-example", dependencies: ["NetworkExtension"],
                           path: "Examples/tunnelgate-provider-example"),
@@ -82,9 +98,9 @@ let package = Package(
         .testTarget(name: "NetlinkTests", dependencies: ["Netlink", "LinuxSystem", "TunnelgateTestSupport"]),
         .testTarget(name: "DNSConfigTests", dependencies: ["DNSConfig", "CSystemd", "LinuxSystem"]),
         .testTarget(name: "NftablesTests", dependencies: ["Nftables", "LinuxSystem", "TunnelgateTestSupport"]),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Netlink", "TunnelgateTestSupport"]),
+        .testTarget(name: "EngineTests", dependencies: ["Engine", "Session", "Nftables", "Netlink", "TunnelgateTestSupport"]),
         .testTarget(name: "NetworkExtensionTests", dependencies: ["NetworkExtension", "TunnelgateSettings"]),
         .testTarget(name: "LabTests", dependencies: ["Lab", "TunnelgateSettings"]),
-        .testTarget(name: "WireGuardTests", dependencies: ["WireGuard", "LinuxSystem", "TunnelgateSettings", "TunnelgateTestSupport"]),
+        .testTarget(name: "WireGuardTests", dependencies: ["WireGuard", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateTestSupport"]),
     ]
 )

@@ -8,6 +8,7 @@ packages=(
   pkg-config      # finds libmnl/libnftnl/libsodium/libsystemd for the system-library targets
   libmnl-dev      # netlink (rtnetlink) over libmnl
   libnftnl-dev    # nftables objects over libnftnl
+  libseccomp-dev  # the packet plane's seccomp allow-list (CPlaneSeccomp)
   libsodium-dev   # X25519 and ChaCha20-Poly1305 for the built-in WireGuard; the example runtime's AEAD
   libsystemd-dev  # sd-bus: the D-Bus client of the systemd-resolved DNS backend
   dbus-daemon     # a private message bus for the D-Bus unit tests and the systemd-resolved scenario

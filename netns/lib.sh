@@ -498,9 +498,42 @@ tg_state_dir() {
 tg_tunnel_pids() {
   local pid
   for pid in $(ip netns pids "$1" 2>/dev/null); do
-    [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$TG")" ] && echo "$pid"
+    [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$TG")" ] || continue
+    _tg_is_plane "$pid" || echo "$pid"
   done
   return 0
+}
+
+# tg_plane_pids NS: the packet planes (`tunnelgate plane`, the unprivileged processes that run the tunnels'
+# runtimes) living in NS.
+tg_plane_pids() {
+  local pid
+  for pid in $(ip netns pids "$1" 2>/dev/null); do
+    [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$TG")" ] || continue
+    _tg_is_plane "$pid" && echo "$pid"
+  done
+  return 0
+}
+
+# tg_plane_test_hooks NAME...: for a test fixture that runs in a packet plane (a runtime, a provider),
+# whose environment is empty and which writes only its own tmpfs: exports the engine's test hooks so the
+# plane gets the variables NAME... and may write in $TG_HOOKS (made here, mode 1777), where the fixture's
+# files then go. Never set by Tunnelgate itself.
+tg_plane_test_hooks() {
+  TG_HOOKS=$TG_TMP/hooks
+  mkdir -p "$TG_HOOKS" && chmod 1777 "$TG_HOOKS"
+  local IFS=,
+  export TG_HOOKS TUNNELGATE_PLANE_TEST_DIRECTORY=$TG_HOOKS TUNNELGATE_PLANE_PASS_ENVIRONMENT="$*"
+}
+
+# tg_plane_uid NS NAME: the uid of tunnel NAME's packet plane (its carrier identity), from its status.
+tg_plane_uid() {
+  ip netns exec "$1" "$TG" status "$2" --json 2>/dev/null | jq -r '.planeUser // empty'
+}
+
+# _tg_is_plane PID: PID is a packet plane (its command line is `tunnelgate plane …`).
+_tg_is_plane() {
+  [ "$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | cut -d' ' -f2)" == plane ]
 }
 
 # tg_no_tunnel_process NS: no tunnelgate process is left in NS (a predicate for wait_for).
@@ -904,4 +937,34 @@ _tg_leak_router_link_local() {
 _tg_leak_prepare_client() {
   ip netns exec "$NS_C" sysctl -q -w net.ipv4.ping_group_range="0 2147483647" >/dev/null ||
     tg_bail "sysctl net.ipv4.ping_group_range in $NS_C"
+}
+
+# tg_check_plane LABEL NS NAME [ENVIRONMENT]: the packet plane of tunnel NAME in NS, as /proc shows it:
+# its own uid and gid of the plane range, no capability in any set, no_new_privs, a seccomp filter, the
+# environment ENVIRONMENT (default: empty; lines VAR=VALUE), a read-only root, the engine's state directory
+# hidden, no netlink socket.
+tg_check_plane() {
+  local label=$1 ns=$2 name=$3 environment=${4:-} pid uid st
+  pid=$(ip netns exec "$ns" "$TG" status "$name" --json 2>/dev/null | jq -r '.planePID // empty')
+  uid=$(ip netns exec "$ns" "$TG" status "$name" --json 2>/dev/null | jq -r '.planeUser // empty')
+  if [ -z "$pid" ] || [ ! -d "/proc/$pid" ]; then
+    tg_fail "[$label] the tunnel has a running packet plane" "status: $(ip netns exec "$ns" "$TG" status "$name" --json 2>&1)"
+    return
+  fi
+  st=$(cat "/proc/$pid/status")
+  check_match "[$label] the plane runs as its own uid $uid (real, effective, saved, fs), not root" \
+    "^Uid:[[:space:]]+$uid[[:space:]]+$uid[[:space:]]+$uid[[:space:]]+$uid\$" "$st"
+  check "[$label] ... a uid of the plane range, not 0" test "$uid" -ge 1952907264 -a "$uid" -lt 1952911360
+  check_match "[$label] ... and its own gid" "^Gid:[[:space:]]+$uid[[:space:]]+$uid[[:space:]]+$uid[[:space:]]+$uid\$" "$st"
+  check_match "[$label] ... and no supplementary groups" '^Groups:[[:space:]]*$' "$st"
+  local cap
+  for cap in CapInh CapPrm CapEff CapBnd CapAmb; do
+    check_match "[$label] $cap is empty" "^$cap:[[:space:]]+0000000000000000\$" "$st"
+  done
+  check_match "[$label] no_new_privs" '^NoNewPrivs:[[:space:]]+1$' "$st"
+  check_match "[$label] a seccomp filter" '^Seccomp:[[:space:]]+2$' "$st"
+  check_eq "[$label] its environment is ${environment:-empty}" "$environment" "$(tr '\0' '\n' <"/proc/$pid/environ" | sort)"
+  check_match "[$label] its root is mounted read-only" '^[0-9]+ [0-9]+ [0-9:]+ / / ro[, ]' "$(cat "/proc/$pid/mountinfo")"
+  check_eq "[$label] the engine's state directory is hidden (empty) in its view" "" "$(ls -A "/proc/$pid/root/run/tunnelgate" 2>&1)"
+  check_eq "[$label] it holds no netlink socket" "" "$(ss -f netlink -a -p 2>/dev/null | grep "pid=$pid,")"
 }

@@ -120,11 +120,13 @@ extension FileDescriptor {
     /// the socket becomes writable when it is done, and `pendingError()` says how.
     @discardableResult
     public func connect(to address: SocketAddress) throws(SystemCallError) -> Bool {
-        do throws(SystemCallError) {
-            _ = try syscall("connect(\(address))") { address.withSockaddr { Glibc.connect(rawValue, $0, $1) } }
-            return true
-        } catch where error.errno == .inProgress {
-            return false
+        while true {
+            if address.withSockaddr({ Glibc.connect(rawValue, $0, $1) }) == 0 { return true }
+            let e = Errno.current
+            if e == .interrupted { continue }
+            if e == .inProgress { return false }
+            precondition(e.rawValue != EBADF && e.rawValue != EFAULT, "connect(\(address)): \(e): a bug in Tunnelgate")
+            throw SystemCallError("connect(\(address))", e)
         }
     }
 
@@ -247,7 +249,7 @@ public struct PollSet {
         public static let invalid = Events(rawValue: Int16(POLLNVAL))  // POLLNVAL
     }
 
-    private var entries: [pollfd] = []
+    var entries: [pollfd] = []
 
     public init() {}
 

@@ -64,11 +64,18 @@ extension NetlinkSocket {
     /// for its packets. Throws the kernel's refusal: ENETUNREACH (no route),
     /// EHOSTUNREACH (an unreachable route), EINVAL (blackhole), EACCES
     /// (prohibit). Equivalent to: `ip route get ADDR [mark M] ipproto udp`.
-    public func lookupRoute(to destination: IPAddress, mark: UInt32? = nil) throws(NetlinkError) -> RouteLookup {
+    ///
+    /// With `uid` (and `ipProtocol`, `destinationPort`) the lookup is the one a socket of that user sends
+    /// with (`ip route get ADDR uid U ipproto P dport N`): for a carrier identity that is a packet
+    /// plane's user, whose exemption rules match on all three.
+    public func lookupRoute(to destination: IPAddress, mark: UInt32? = nil, uid: UInt32? = nil,
+                            ipProtocol: UInt8 = 17, destinationPort: UInt16? = nil) throws(NetlinkError) -> RouteLookup {
         var found: RouteLookup?
         let family = destination.family
         let words = "ip \(family == .ipv6 ? "-6" : "-4") route get \(destination)"
-            + (mark.map { " mark 0x\(String($0, radix: 16))" } ?? "") + " ipproto udp"
+            + (mark.map { " mark 0x\(String($0, radix: 16))" } ?? "") + (uid.map { " uid \($0)" } ?? "")
+            + " ipproto \(ipProtocol == 6 ? "tcp" : ipProtocol == 17 ? "udp" : String(ipProtocol))"
+            + (destinationPort.map { " dport \($0)" } ?? "")
         try get(type: Int32(RTM_GETROUTE), operation: words,
                 header: { nlh in
                     var rtm = rtmsg()
@@ -80,7 +87,9 @@ extension NetlinkSocket {
                     mnl_nlmsg_put_extra_header(nlh, MemoryLayout<rtmsg>.size)!.storeBytes(of: rtm, as: rtmsg.self)
                     destination.bytes.withUnsafeBytes { mnl_attr_put(nlh, u16(RTA_DST), $0.count, $0.baseAddress) }
                     if let mark { mnl_attr_put_u32(nlh, u16(RTA_MARK), mark) }
-                    mnl_attr_put_u8(nlh, u16(RTA_IP_PROTO), UInt8(IPPROTO_UDP))
+                    if let uid { mnl_attr_put_u32(nlh, u16(RTA_UID), uid) }
+                    mnl_attr_put_u8(nlh, u16(RTA_IP_PROTO), ipProtocol)
+                    if let destinationPort { mnl_attr_put_u16(nlh, u16(RTA_DPORT), destinationPort.bigEndian) }
                 }) { nlh in
             guard nlh.pointee.nlmsg_type == UInt16(RTM_NEWROUTE) else { return }
             let (rtm, attrs, length) = messagePayload(nlh, rtmsg.self)

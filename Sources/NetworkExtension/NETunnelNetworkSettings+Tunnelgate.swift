@@ -1,12 +1,14 @@
 import Foundation
 import TunnelgateSettings
 
-/// NetworkExtension's settings objects → Tunnelgate's `TunnelSettings`.
+/// NetworkExtension's settings objects → Tunnelgate's model, `TunnelSettings`.
 ///
-/// The objects are written as the JSON configuration they stand for (same key
-/// names, docs/configuration.md) and read back with `TunnelSettings.parse`, so
-/// the provider's settings get exactly the validation, and the messages with
-/// key paths, of a configuration file.
+/// One pure translation, property by property, with the parsers of text a configuration file's
+/// reader uses (`SettingsTranslation`), then the model's validation (`TunnelSettings.validate`'s
+/// rules): a provider's settings get exactly the checks and messages of a configuration file, and
+/// no JSON is written or read on the way. Problems are named by the objects' own properties
+/// (`ipv4Settings.includedRoutes[0].destinationSubnetMask`), and the host's options by theirs
+/// (`interfaceName`, `carrierEndpoints[1]`).
 public struct TunnelgateHostConfiguration: Sendable, Equatable {
     /// The TUN's name (`tg0`), also the tunnel's name for `tunnelgate status` and `down`.
     public var interfaceName: String
@@ -26,86 +28,82 @@ public struct TunnelgateHostConfiguration: Sendable, Equatable {
 }
 
 extension NETunnelNetworkSettings {
-    /// The settings as Tunnelgate's model; a ConfigurationError names each
-    /// offending property by its NetworkExtension key path (`ipv4Settings.subnetMasks[0]`).
+    /// The settings as Tunnelgate's model; a ConfigurationError names each offending property by
+    /// its NetworkExtension key path (`ipv4Settings.subnetMasks[0]`).
     public func tunnelgateSettings(_ host: TunnelgateHostConfiguration = .init()) throws(ConfigurationError) -> TunnelSettings {
-        try TunnelSettings.parse(json: Array(tunnelgateJSON(host).encoded().utf8))
-    }
-
-    func tunnelgateJSON(_ host: TunnelgateHostConfiguration) -> JSONOut {
-        var top: [(String, JSONOut)] = [("name", .string(host.interfaceName)),
-                                        ("tunnelRemoteAddress", .string(tunnelRemoteAddress))]
+        var t = SettingsTranslation()
+        var mtu: Int?
+        var mtuFromOverhead = false
+        var ipv4: IPv4Settings?
+        var ipv6: IPv6Settings?
+        var meshAddressIndex: Int?
         if let packet = self as? NEPacketTunnelNetworkSettings {
-            if let mtu = packet.mtu {
-                top.append(("mtu", .number(mtu.intValue)))
+            if let m = packet.mtu {
+                mtu = m.intValue
             } else if let overhead = packet.tunnelOverheadBytes {
-                top.append(("mtu", .number(TunnelSettings.defaultMTU - overhead.intValue)))
+                mtu = TunnelSettings.defaultMTU - overhead.intValue
+                mtuFromOverhead = true
             }
             if let v4 = packet.ipv4Settings {
-                var o: [(String, JSONOut)] = [("addresses", .array(v4.addresses.map(JSONOut.string))),
-                                              ("subnetMasks", .array(v4.subnetMasks.map(JSONOut.string)))]
-                if let r = v4.includedRoutes { o.append(("includedRoutes", .array(r.map(\.json)))) }
-                if let r = v4.excludedRoutes { o.append(("excludedRoutes", .array(r.map(\.json)))) }
-                top.append(("ipv4Settings", .object(o)))
+                let path = "ipv4Settings"
+                let (addresses, mesh) = t.ipv4Addresses(v4.addresses, at: "\(path).addresses")
+                meshAddressIndex = mesh
+                ipv4 = IPv4Settings(addresses: addresses,
+                                    subnetMasks: t.subnetMasks(v4.subnetMasks, at: "\(path).subnetMasks"),
+                                    includedRoutes: Self.routes(v4.includedRoutes, "\(path).includedRoutes", &t),
+                                    excludedRoutes: Self.routes(v4.excludedRoutes, "\(path).excludedRoutes", &t))
             }
             if let v6 = packet.ipv6Settings {
-                var o: [(String, JSONOut)] = [("addresses", .array(v6.addresses.map(JSONOut.string))),
-                                              ("networkPrefixLengths", .array(v6.networkPrefixLengths.map { .number($0.intValue) }))]
-                if let r = v6.includedRoutes { o.append(("includedRoutes", .array(r.map(\.json)))) }
-                if let r = v6.excludedRoutes { o.append(("excludedRoutes", .array(r.map(\.json)))) }
-                top.append(("ipv6Settings", .object(o)))
+                let path = "ipv6Settings"
+                ipv6 = IPv6Settings(addresses: t.ipv6Addresses(v6.addresses, at: "\(path).addresses"),
+                                    networkPrefixLengths: v6.networkPrefixLengths.map(\.intValue),
+                                    includedRoutes: Self.routes(v6.includedRoutes, "\(path).includedRoutes", &t),
+                                    excludedRoutes: Self.routes(v6.excludedRoutes, "\(path).excludedRoutes", &t))
             }
         }
-        if let dns = dnsSettings {
-            var o: [(String, JSONOut)] = [("servers", .array(dns.servers.map(JSONOut.string)))]
-            if let s = dns.searchDomains { o.append(("searchDomains", .array(s.map(JSONOut.string)))) }
-            if let m = dns.matchDomains { o.append(("matchDomains", .array(m.map(JSONOut.string)))) }
-            if dns.matchDomainsNoSearch { o.append(("matchDomainsNoSearch", .bool(true))) }
-            if let d = dns.domainName { o.append(("domainName", .string(d))) }
-            top.append(("dnsSettings", .object(o)))
+        let dns = dnsSettings.map { d in
+            DNSSettings(servers: t.dnsServers(d.servers, at: "dnsSettings.servers"),
+                        searchDomains: (d.searchDomains ?? []).map(SettingsTranslation.domain),
+                        matchDomains: d.matchDomains?.map(SettingsTranslation.domain),
+                        matchDomainsNoSearch: d.matchDomainsNoSearch,
+                        domainName: d.domainName.map(SettingsTranslation.domain))
         }
-        if host.includeAllNetworks { top.append(("includeAllNetworks", .bool(true))) }
-        if host.excludeLocalNetworks { top.append(("excludeLocalNetworks", .bool(true))) }
-        if !host.carrierEndpoints.isEmpty { top.append(("carrierEndpoints", .array(host.carrierEndpoints.map(JSONOut.string)))) }
-        return .object(top)
+        var settings = TunnelSettings(
+            name: host.interfaceName, tunnelRemoteAddress: tunnelRemoteAddress, mtu: mtu,
+            ipv4Settings: ipv4, ipv6Settings: ipv6, dnsSettings: dns,
+            includeAllNetworks: host.includeAllNetworks, excludeLocalNetworks: host.excludeLocalNetworks,
+            carrierEndpoints: t.carrierEndpoints(host.carrierEndpoints, at: "carrierEndpoints"),
+            runtime: .none, meshAddressIndex: meshAddressIndex)
+        settings.addRemoteAsCarrier()
+        return try t.finish(settings) { Self.networkExtensionKeyPath($0, mtuFromOverhead: mtuFromOverhead) }
     }
-}
 
-extension NEIPv4Route {
-    var json: JSONOut {
-        var o: [(String, JSONOut)] = [("destinationAddress", .string(destinationAddress)),
-                                      ("subnetMask", .string(destinationSubnetMask))]
-        if let g = gatewayAddress { o.append(("gatewayAddress", .string(g))) }
-        return .object(o)
-    }
-}
-
-extension NEIPv6Route {
-    var json: JSONOut {
-        var o: [(String, JSONOut)] = [("destinationAddress", .string(destinationAddress)),
-                                      ("networkPrefixLength", .number(destinationNetworkPrefixLength.intValue))]
-        if let g = gatewayAddress { o.append(("gatewayAddress", .string(g))) }
-        return .object(o)
-    }
-}
-
-/// The little JSON the conversion writes (ordered keys, so problems come in property order).
-indirect enum JSONOut {
-    case string(String)
-    case number(Int)
-    case bool(Bool)
-    case array([JSONOut])
-    case object([(String, JSONOut)])
-
-    func encoded() -> String {
-        switch self {
-        case .string(let s): return Self.quote(s)
-        case .number(let n): return String(n)
-        case .bool(let b): return b ? "true" : "false"
-        case .array(let a): return "[" + a.map { $0.encoded() }.joined(separator: ",") + "]"
-        case .object(let o): return "{" + o.map { Self.quote($0.0) + ":" + $0.1.encoded() }.joined(separator: ",") + "}"
+    static func routes(_ routes: [NEIPv4Route]?, _ path: String, _ t: inout SettingsTranslation) -> [Route] {
+        (routes ?? []).enumerated().map { i, r in
+            t.ipv4Route(destination: r.destinationAddress, subnetMask: r.destinationSubnetMask, gateway: r.gatewayAddress, at: "\(path)[\(i)]")
         }
     }
 
-    static func quote(_ s: String) -> String { JSONValue.quoted(s) }
+    static func routes(_ routes: [NEIPv6Route]?, _ path: String, _ t: inout SettingsTranslation) -> [Route] {
+        (routes ?? []).enumerated().map { i, r in
+            t.ipv6Route(destination: r.destinationAddress, networkPrefixLength: r.destinationNetworkPrefixLength.intValue,
+                        gateway: r.gatewayAddress, at: "\(path)[\(i)]")
+        }
+    }
+
+    /// A model key path in the terms of these objects: NEIPv4Route's `destinationSubnetMask`,
+    /// NEIPv6Route's `destinationNetworkPrefixLength`, the host's `interfaceName`, and the MTU that
+    /// `tunnelOverheadBytes` gave when `mtu` was nil.
+    static func networkExtensionKeyPath(_ path: String, mtuFromOverhead: Bool) -> String {
+        switch path {
+        case "name": return "interfaceName"
+        case "mtu": return mtuFromOverhead ? "mtu (\(TunnelSettings.defaultMTU) − tunnelOverheadBytes)" : "mtu"
+        default: break
+        }
+        if path.hasSuffix(".subnetMask"), path.contains("Routes[") { return path.dropLast("subnetMask".count) + "destinationSubnetMask" }
+        if path.hasSuffix(".networkPrefixLength"), path.contains("Routes[") {
+            return path.dropLast("networkPrefixLength".count) + "destinationNetworkPrefixLength"
+        }
+        return path
+    }
 }

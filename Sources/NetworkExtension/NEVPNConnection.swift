@@ -1,5 +1,6 @@
+import Session
 import Foundation
-import Gateway
+import Engine
 import Glibc
 import LinuxSystem
 import Synchronization
@@ -105,9 +106,10 @@ open class NEVPNConnection: @unchecked Sendable {
     ///
     /// The executable is opened once as a TrustedFile (refused, in one line, when anyone but root or
     /// this user could change it or a directory on the way to it) and that very file is run, through
-    /// /proc/self/fd/N. The host gets the caller's environment without its TUNNELGATE_ variables, and
-    /// its configuration (interface name, server address, providerConfiguration, the start options,
-    /// includeAllNetworks, excludeLocalNetworks) as its descriptor 3, a sealed anonymous file
+    /// /proc/self/fd/N. The host gets the caller's environment without its TUNNELGATE_ variables (but
+    /// the preferences' directory and the test suite's TUNNELGATE_PLANE_ hooks), and its configuration
+    /// (interface name, server address, providerConfiguration, the start options, includeAllNetworks,
+    /// excludeLocalNetworks) as its descriptor 3, a sealed anonymous file
     /// (`TunnelgateHostHandoff`), never in the environment; `TunnelgateHostConfiguration.fromManager()`
     /// reads it. Its output goes to `NAME.log` in the state directory.
     public func startVPNTunnel(options: [String: NSObject]?) throws {
@@ -136,7 +138,10 @@ open class NEVPNConnection: @unchecked Sendable {
         case .disconnecting: throw NEVPNError(.connectionFailed, "the tunnel \(name) is still disconnecting")
         case .invalid, .disconnected: break
         }
-        let environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TUNNELGATE_") || $0.key == "TUNNELGATE_PREFERENCES" }
+        // The preferences' directory and the test suite's plane hooks go on; nothing else of ours does.
+        let environment = ProcessInfo.processInfo.environment.filter {
+            !$0.key.hasPrefix("TUNNELGATE_") || $0.key == "TUNNELGATE_PREFERENCES" || $0.key.hasPrefix("TUNNELGATE_PLANE_")
+        }
         let handoff = TunnelgateHostHandoff(
             configuration: TunnelgateHostConfiguration(interfaceName: name, includeAllNetworks: configuration.includeAllNetworks,
                                                        excludeLocalNetworks: configuration.excludeLocalNetworks),

@@ -1,5 +1,5 @@
 import Foundation
-import Gateway
+import Engine
 import LinuxSystem
 import Synchronization
 

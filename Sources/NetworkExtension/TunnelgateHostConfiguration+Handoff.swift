@@ -1,5 +1,6 @@
 import Foundation
 import LinuxSystem
+import Synchronization
 
 /// What a manager's `startVPNTunnel` hands the provider host it spawns: the host's configuration
 /// (interface name, includeAllNetworks, excludeLocalNetworks), the server address, the saved
@@ -90,8 +91,21 @@ public struct TunnelgateHostHandoff: Sendable {
     }
 
     /// The handoff this process was started with, read once from descriptor 3 (then closed, so nothing
-    /// the provider starts inherits it); nil when no manager started it.
-    public static let current: TunnelgateHostHandoff? = {
+    /// the provider starts inherits it); nil when no manager started it. In a provider's packet plane
+    /// (the sandboxed process the host's engine starts) it is what the engine forwarded: the first
+    /// message on the plane's channel.
+    public static var current: TunnelgateHostHandoff? {
+        storage.withLock { stored in
+            if let stored { return stored }
+            let handoff = ProviderPlane.isPlane ? ProviderPlane.receiveHandoff() : readAtStart()
+            stored = .some(handoff)
+            return handoff
+        }
+    }
+
+    private static let storage = Mutex<TunnelgateHostHandoff??>(nil)
+
+    private static func readAtStart() -> TunnelgateHostHandoff? {
         let handoff = take(from: FileDescriptor(rawValue: descriptor))
         if handoff == nil {
             let ignored = ["TUNNELGATE_INTERFACE_NAME", "TUNNELGATE_INCLUDE_ALL_NETWORKS", "TUNNELGATE_EXCLUDE_LOCAL_NETWORKS",
@@ -103,7 +117,13 @@ public struct TunnelgateHostHandoff: Sendable {
             }
         }
         return handoff
-    }()
+    }
+
+    /// The handoff as JSON, to forward to a packet plane.
+    var json: String { String(decoding: encoded(), as: UTF8.self) }
+
+    /// A handoff from its JSON (what a packet plane was forwarded).
+    static func decode(json: String) -> TunnelgateHostHandoff? { decode(Array(json.utf8)) }
 }
 
 extension TunnelgateHostConfiguration {

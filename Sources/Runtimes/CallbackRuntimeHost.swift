@@ -1,35 +1,9 @@
 import CTunnelgateRuntime
-import Gateway
+import RuntimeABI
+import TUN
 import Glibc
 import LinuxSystem
 import TunnelgateSettings
-
-/// What a runtime says of itself (its status JSON).
-public struct RuntimeState: Sendable, Equatable {
-    public enum Phase: String, Sendable { case starting, ready, reconnecting, failed, stopped }
-    public var phase: Phase
-    public var interface: String?
-    public var error: String?
-    /// The whole JSON, secrets scrubbed.
-    public var json: String
-
-    public init(phase: Phase, interface: String? = nil, error: String? = nil, json: String) {
-        self.phase = phase
-        self.interface = interface
-        self.error = error
-        self.json = json
-    }
-
-    /// The NEVPNStatus this runtime state means for the tunnel.
-    public var tunnelStatus: TunnelStatus {
-        switch phase {
-        case .starting: .connecting
-        case .ready: interface == nil ? .connecting : .connected
-        case .reconnecting: .reasserting
-        case .failed, .stopped: .disconnecting
-        }
-    }
-}
 
 /// Hosts a runtime behind the callback ABI for one tunnel: starts it with
 /// its arguments and secret, moves packets between the TUN and the runtime
@@ -50,10 +24,15 @@ public final class CallbackRuntimeHost: HostedRuntime {
 
     /// Loads the library, binds its symbols and reads the secret: every
     /// check that can fail before the kernel is touched.
-    public init(_ settings: CallbackRuntimeSettings) throws(RuntimeError) {
+    public convenience init(_ settings: CallbackRuntimeSettings) throws(RuntimeError) {
+        self.init(settings, library: try RuntimeLibrary(settings), secret: try RuntimeSecret.load(settings.secret))
+    }
+
+    /// A runtime whose library and secret were handed over (the packet plane).
+    public init(_ settings: CallbackRuntimeSettings, library: RuntimeLibrary, secret: RuntimeSecret) {
         self.settings = settings
-        library = try RuntimeLibrary(settings)
-        secret = try RuntimeSecret.load(settings.secret)
+        self.library = library
+        self.secret = secret
         codes = settings.resultCodes
     }
 

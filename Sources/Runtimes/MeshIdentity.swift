@@ -1,5 +1,7 @@
 import CSodium
+import Glibc
 import LinuxSystem
+import RuntimeABI
 import TunnelgateSettings
 
 /// A node's MeshGuard identity as the library derives it from the 32-byte
@@ -49,11 +51,11 @@ public struct MeshIdentity: Sendable, Equatable {
         return try MeshIdentity(seed: seed)
     }
 
-    enum SeedFailure: Error {
+    public enum SeedFailure: Error {
         /// No seed file, and generateIdentity is off.
         case missing(RuntimeError)
         case other(RuntimeError)
-        var runtimeError: RuntimeError {
+        public var runtimeError: RuntimeError {
             switch self {
             case .missing(let e), .other(let e): e
             }
@@ -63,7 +65,7 @@ public struct MeshIdentity: Sendable, Equatable {
     /// The 32-byte seed from an owner-only file, opened as a TrustedFile and read into secure memory;
     /// created (0600, random, O_EXCL in its trusted directory) when missing and `generateIdentity`
     /// says so.
-    static func loadSeed(_ settings: MeshRuntimeSettings) throws(SeedFailure) -> SecureBytes {
+    public static func loadSeed(_ settings: MeshRuntimeSettings) throws(SeedFailure) -> SecureBytes {
         let path = settings.identitySeedFile
         let key = "runtime.identitySeedFile"
         let file: TrustedFile

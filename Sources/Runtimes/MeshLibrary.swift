@@ -1,4 +1,6 @@
 import Glibc
+import LinuxSystem
+import RuntimeABI
 
 /// libmeshguard-ffi.so, loaded with dlopen and its C ABI bound by name.
 /// Loading happens before anything touches the kernel: a missing library or
@@ -93,10 +95,20 @@ final class MeshLibrary: @unchecked Sendable {  // @unchecked: immutable after i
     /// The optional symbols the library lacks.
     let missingOptional: [String]
 
-    init(path: String) throws(RuntimeError) {
-        self.path = path
+    convenience init(path: String) throws(RuntimeError) {
         // As a TrustedFile, through /proc/self/fd/N (RuntimeLibrary.load).
         let h = try RuntimeLibrary.load(path) { "cannot load MeshGuard library \(path) (runtime.library): \($0)" }
+        try self.init(path: path, handle: h)
+    }
+
+    /// The library from a descriptor the engine handed over (the packet plane).
+    convenience init(descriptor: FileDescriptor, named path: String) throws(RuntimeError) {
+        let h = try RuntimeLibrary.load(descriptor: descriptor, named: path) { "cannot load MeshGuard library \(path) (runtime.library): \($0)" }
+        try self.init(path: path, handle: h)
+    }
+
+    private init(path: String, handle h: UnsafeMutableRawPointer) throws(RuntimeError) {
+        self.path = path
         // Every required symbol is looked up first, so the error names all that are missing.
         var symbols: [String: UnsafeMutableRawPointer] = [:]
         for name in Self.required + Self.optional {

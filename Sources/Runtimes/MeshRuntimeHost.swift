@@ -1,4 +1,5 @@
-import Gateway
+import RuntimeABI
+import TUN
 import Glibc
 import LinuxSystem
 import Synchronization
@@ -118,10 +119,22 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
 
     /// Loads the library, binds its symbols and reads (or creates) the
     /// identity seed: every check that can fail before the kernel is touched.
-    public init(_ settings: MeshRuntimeSettings) throws(RuntimeError) {
-        self.settings = settings
-        library = try MeshLibrary(path: settings.library)
+    public convenience init(_ settings: MeshRuntimeSettings) throws(RuntimeError) {
+        let library = try MeshLibrary(path: settings.library)
+        let seed: SecureBytes
         do { seed = try MeshIdentity.loadSeed(settings) } catch { throw error.runtimeError }
+        try self.init(settings, library: library, seed: seed)
+    }
+
+    /// A MeshGuard runtime whose library and seed were handed over (the packet plane).
+    public convenience init(_ settings: MeshRuntimeSettings, libraryDescriptor: FileDescriptor, seed: SecureBytes) throws(RuntimeError) {
+        try self.init(settings, library: try MeshLibrary(descriptor: libraryDescriptor, named: settings.library), seed: seed)
+    }
+
+    private init(_ settings: MeshRuntimeSettings, library: MeshLibrary, seed: SecureBytes) throws(RuntimeError) {
+        self.settings = settings
+        self.library = library
+        self.seed = seed
         identity = try MeshIdentity(seed: seed)
         queue = PacketRing(capacity: 256, slotSize: MeshRuntimeSettings.maximumMTU)
         if case .routes(let peers) = settings.peers {

@@ -1,6 +1,7 @@
 import CTunnelgateRuntime
 import Glibc
 import LinuxSystem
+import RuntimeABI
 import TunnelgateSettings
 
 /// A runtime's shared library, loaded with dlopen and its entry points
@@ -28,9 +29,20 @@ public final class RuntimeLibrary {
     let stop: Stop
     let appMessage: AppMessage?
 
-    public init(_ settings: CallbackRuntimeSettings) throws(RuntimeError) {
-        path = settings.library
+    public convenience init(_ settings: CallbackRuntimeSettings) throws(RuntimeError) {
         let h = try Self.load(settings.library) { "cannot load runtime library \(settings.library): \($0)" }
+        try self.init(settings, handle: h)
+    }
+
+    /// The library from a descriptor the engine handed over (a sealed copy of the file it checked), in
+    /// the packet plane: loaded through /proc/self/fd/N, named `settings.library` in messages.
+    public convenience init(_ settings: CallbackRuntimeSettings, descriptor: FileDescriptor) throws(RuntimeError) {
+        let h = try Self.load(descriptor: descriptor, named: settings.library) { "cannot load runtime library \(settings.library): \($0)" }
+        try self.init(settings, handle: h)
+    }
+
+    private init(_ settings: CallbackRuntimeSettings, handle h: UnsafeMutableRawPointer) throws(RuntimeError) {
+        path = settings.library
         handle = h
         func bind(_ name: String, _ key: String) throws(RuntimeError) -> UnsafeMutableRawPointer {
             _ = dlerror()
@@ -85,6 +97,18 @@ public final class RuntimeLibrary {
             let reason = dlerror().map { String(cString: $0) } ?? "unknown error"
             file.close()
             throw RuntimeError(message(reason.replacingOccurrences(of: file.procPath, with: path)))
+        }
+        return h
+    }
+}
+
+extension RuntimeLibrary {
+    /// dlopen of a handed-over descriptor through /proc/self/fd/N; the descriptor stays open for the
+    /// life of the process, as the library stays loaded. Errors say `name`, not the /proc path.
+    static func load(descriptor: FileDescriptor, named name: String, error message: (String) -> String) throws(RuntimeError) -> UnsafeMutableRawPointer {
+        guard let h = dlopen(descriptor.procPath, RTLD_NOW | RTLD_LOCAL) else {
+            let reason = dlerror().map { String(cString: $0) } ?? "unknown error"
+            throw RuntimeError(message(reason.replacingOccurrences(of: descriptor.procPath, with: name)))
         }
         return h
     }

@@ -1,4 +1,5 @@
 import LinuxSystem
+import RuntimeABI
 import TunnelgateSettings
 
 /// LinuxSystem's secure memory is what the settings model's parsers keep keys in (TunnelgateSettings
@@ -57,6 +58,22 @@ public final class RuntimeSecret {
             }
             return RuntimeSecret(secret, length: length)
         }
+    }
+
+    /// A secret handed over as bytes (the packet plane: the engine read the file). Copied into secure
+    /// memory; the caller wipes `bytes`.
+    public static func copying(_ bytes: UnsafeRawBufferPointer) throws(RuntimeError) -> RuntimeSecret {
+        guard !bytes.contains(0) else { throw RuntimeError("the runtime's secret is not text") }
+        let secret = try allocate(bytes.count + 1)
+        secret.withUnsafeMutableBytes { out in
+            if let base = bytes.baseAddress, bytes.count > 0 { out.baseAddress!.copyMemory(from: base, byteCount: bytes.count) }
+        }
+        return RuntimeSecret(secret, length: bytes.count)
+    }
+
+    /// The secret's bytes (without the NUL), for handing it to a packet plane.
+    public func withUnsafeSecretBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try memory.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<length])) }
     }
 
     private static func allocate(_ count: Int) throws(RuntimeError) -> SecureBytes {

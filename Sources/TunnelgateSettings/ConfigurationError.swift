@@ -20,3 +20,6 @@ public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConver
 
     public var description: String { problems.map(\.description).joined(separator: "\n") }
 }
+
+/// A value as problems quote it: `'10.0.0.300'`.
+func quoted(_ s: String) -> String { "'\(s)'" }

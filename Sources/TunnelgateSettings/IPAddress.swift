@@ -185,3 +185,10 @@ public enum IPAddress: Hashable, Sendable, Comparable, CustomStringConvertible {
         }
     }
 }
+
+extension IPAddress {
+    /// The IPv4 address, when this is one.
+    var ipv4: IPv4Address? { if case .v4(let a) = self { a } else { nil } }
+    /// The IPv6 address, when this is one.
+    var ipv6: IPv6Address? { if case .v6(let a) = self { a } else { nil } }
+}

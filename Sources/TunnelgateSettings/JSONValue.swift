@@ -51,6 +51,7 @@ public struct JSONParser {
     private static let maximumDepth = 64
 
     public static func parse(_ bytes: [UInt8]) throws(JSONSyntaxError) -> JSONValue {
+        JSONFormatProbe.note(.documentParsed)
         var parser = JSONParser(bytes: bytes)
         parser.skipWhitespace()
         let value = try parser.parseValue()
@@ -302,4 +303,21 @@ extension JSONValue: Codable {
         else if let d = try? c.decode(Double.self) { self = .number(d, literal: String(d)) }
         else { self = .string(try c.decode(String.self)) }
     }
+}
+
+/// What the JSON format's code was asked to do, for the tests that show a translation does not go
+/// through JSON: a wg-quick file and NetworkExtension's settings objects become the model directly,
+/// and a test that watches for these events fails if a round trip through JSON comes back.
+enum JSONFormatEvent: Sendable, Equatable {
+    /// `JSONParser.parse` read a document.
+    case documentParsed
+    /// The JSON format's reader (`SettingsReader`) turned a JSON tree into settings.
+    case settingsRead
+}
+
+enum JSONFormatProbe {
+    /// Set by a test for the duration of its call (`$observer.withValue`); nil otherwise.
+    @TaskLocal static var observer: (@Sendable (JSONFormatEvent) -> Void)?
+
+    static func note(_ event: JSONFormatEvent) { observer?(event) }
 }

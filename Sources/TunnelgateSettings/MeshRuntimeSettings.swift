@@ -1,6 +1,6 @@
 /// `{"kind": "mesh", …}`: a MeshGuard mesh (libmeshguard-ffi.so, loaded with
 /// dlopen) whose userspace WireGuard data tunnels carry the TUN's packets.
-public struct MeshRuntimeSettings: Sendable, Equatable {
+public struct MeshRuntimeSettings: Sendable, Equatable, Codable {
     /// MeshGuard's tunnel payload limit (a 1,400-byte frame minus its 4-byte
     /// header): the TUN's MTU may not exceed it.
     public static let maximumMTU = 1396
@@ -8,7 +8,7 @@ public struct MeshRuntimeSettings: Sendable, Equatable {
     /// A seed peer to join through: an IPv4 address (meshguard_join) or a
     /// host name (meshguard_join_host, or resolved to IPv4 when the library
     /// has no join_host).
-    public struct Seed: Sendable, Equatable, CustomStringConvertible {
+    public struct Seed: Sendable, Equatable, CustomStringConvertible, Codable {
         public var host: String
         public var port: UInt16
         public var ipv4: IPv4Address? { IPv4Address(host) }
@@ -17,20 +17,20 @@ public struct MeshRuntimeSettings: Sendable, Equatable {
     }
 
     /// A registered contact: its Ed25519 identity and WireGuard public key.
-    public struct Contact: Sendable, Equatable {
+    public struct Contact: Sendable, Equatable, Codable {
         public var identity: [UInt8]
         public var wireguardKey: [UInt8]
         public init(identity: [UInt8], wireguardKey: [UInt8]) { self.identity = identity; self.wireguardKey = wireguardKey }
     }
 
     /// One peer and the prefixes routed to it (also the sources it may send from).
-    public struct PeerRoute: Sendable, Equatable {
+    public struct PeerRoute: Sendable, Equatable, Codable {
         public var identity: [UInt8]
         public var prefixes: [IPPrefix]
         public init(identity: [UInt8], prefixes: [IPPrefix]) { self.identity = identity; self.prefixes = prefixes }
     }
 
-    public enum Peers: Sendable, Equatable {
+    public enum Peers: Sendable, Equatable, Codable {
         /// Every alive peer's mesh IPv4 (from its peer info) is a /32 to it.
         case auto
         /// Identity → allowed prefixes, in configuration order.
@@ -138,49 +138,34 @@ extension SettingsReader {
         return key
     }
 
-    mutating func readMeshRuntime(_ entry: (JSONValue, String)) -> MeshRuntimeSettings? {
+    mutating func readMeshRuntime(_ entry: (JSONValue, String)) -> MeshRuntimeSettings {
         let path = entry.1
-        guard let m = members(entry.0, path, allowed: Self.meshKeys) else { return nil }
-        let library = string(m["library"])
+        let m = members(entry.0, path, allowed: Self.meshKeys) ?? [:]
         if m["library"] == nil { problem("\(path).library", "missing (the path of libmeshguard-ffi.so)") }
-        if let library, library.isEmpty { problem("\(path).library", "empty") }
-        let seedFile = string(m["identitySeedFile"])
+        let library = string(m["library"])
         if m["identitySeedFile"] == nil {
             problem("\(path).identitySeedFile", "missing (an owner-only file holding the 32-byte identity seed)")
         }
-        if let seedFile, !seedFile.hasPrefix("/") {
-            problem("\(path).identitySeedFile", "\(quoted(seedFile)) is not an absolute path")
-        }
+        let seedFile = string(m["identitySeedFile"])
         var s = MeshRuntimeSettings(library: library ?? "", identitySeedFile: seedFile ?? "")
         s.generateIdentity = bool(m["generateIdentity"]) ?? false
         if let port = integer(m["listenPort"]) {
             if let p = UInt16(exactly: port) { s.listenPort = p } else { problem("\(path).listenPort", "\(port) is outside 0–65535") }
         }
-        let seedEntries = array(m["seeds"])
         if m["seeds"] == nil {
             problem("\(path).seeds", "missing (seed peers to join through, \"IP:port\" or \"host:port\")")
-        } else if seedEntries?.isEmpty == true {
-            problem("\(path).seeds", "empty (at least one seed peer is needed to join)")
         }
-        for (value, p) in seedEntries ?? [] {
-            guard let text = string((value, p)) else { continue }
-            guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]), port != 0 else {
+        for (i, text) in strings(m["seeds"]).enumerated() {
+            let p = "\(path).seeds[\(i)]"
+            let placeholder = MeshRuntimeSettings.Seed(host: "", port: 0)
+            guard let text else { s.seeds.append(placeholder); continue }
+            // Whether the host is one MeshGuard can join, and the port not 0, is validation's.
+            guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]) else {
                 problem(p, "\(quoted(text)) is not IP:port or host:port (port 1–65535)")
+                s.seeds.append(placeholder)
                 continue
             }
-            let host = String(text[..<colon])
-            if IPv4Address(host) == nil {
-                let unbracketed = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-                if IPAddress(unbracketed) != nil {
-                    problem(p, "\(quoted(text)): MeshGuard joins over IPv4; give an IPv4 address or a host name")
-                    continue
-                }
-                if let reason = HostName.problem(host) {
-                    problem(p, "\(quoted(host)) is neither an IPv4 address nor a valid host name (\(reason))")
-                    continue
-                }
-            }
-            s.seeds.append(.init(host: host, port: port))
+            s.seeds.append(.init(host: String(text[..<colon]), port: port))
         }
         s.relay = meshKey(m["relay"], what: "relay identity")
         for (value, p) in array(m["contacts"]) ?? [] {
@@ -197,56 +182,37 @@ extension SettingsReader {
             case .string(let text):
                 if text == "auto" { s.peers = .auto } else { problem(p, "\(quoted(text)) is not \"auto\" or an object of identity → prefixes") }
             case .object(let members):
+                // In the model, the n-th member is `runtime.peers[n]`, its prefixes `runtime.peers[n].prefixes`.
                 var routes: [MeshRuntimeSettings.PeerRoute] = []
-                for (key, prefixesValue) in members {
-                    let kp = "\(p).\(key)"
+                for (n, (key, prefixesValue)) in members.enumerated() {
+                    let kp = "\(p).\(key)", mp = "\(p)[\(n)]"
+                    renamed[mp] = kp
+                    renamed["\(mp).prefixes"] = kp
                     guard let identity = MeshRuntimeSettings.parseKey(key) else {
-                        problem(kp, "\(quoted(key)) is not a 32-byte identity (64 hex digits or base64)")
+                        problem(mp, "\(quoted(key)) is not a 32-byte identity (64 hex digits or base64)")
+                        routes.append(.init(identity: Array(repeating: 0, count: 32), prefixes: []))
                         continue
                     }
-                    if routes.contains(where: { $0.identity == identity }) { problem(kp, "this identity is listed twice"); continue }
                     var prefixes: [IPPrefix] = []
-                    for (pv, pp) in array((prefixesValue, kp)) ?? [] {
-                        guard let text = string((pv, pp)) else { continue }
+                    for (pv, pp) in array((prefixesValue, "\(mp).prefixes")) ?? [] {
+                        let placeholder = IPPrefix(address: SettingsTranslation.placeholderAddress, length: 32)!
+                        guard let text = string((pv, pp)) else { prefixes.append(placeholder); continue }
                         guard let prefix = IPPrefix(text) ?? IPAddress(text).flatMap({ IPPrefix(address: $0, length: $0.family.bitWidth) }) else {
                             problem(pp, "\(quoted(text)) is not an IP prefix")
+                            prefixes.append(placeholder)
                             continue
                         }
-                        if !prefix.isCanonical { problem(pp, "\(quoted(text)) has host bits set (did you mean \(prefix.network)?)"); continue }
-                        for other in routes { for o in other.prefixes where o == prefix {
-                            problem(pp, "\(prefix) is also routed to \(MeshRuntimeSettings.hex(other.identity).prefix(8))…")
-                        } }
                         prefixes.append(prefix)
                     }
-                    if prefixes.isEmpty, case .array = prefixesValue { problem(kp, "no prefixes (give at least one, e.g. \"10.60.0.2/32\")") }
                     routes.append(.init(identity: identity, prefixes: prefixes))
                 }
-                if members.isEmpty { problem(p, "no peers (give identity → prefixes, or \"auto\")") }
                 s.peers = .routes(routes)
             default:
                 problem(p, "expected \"auto\" or an object of identity → prefixes, found \(value.typeName)")
             }
         }
-        if let n = integer(m["keepaliveSeconds"]) {
-            if (1...600).contains(n) { s.keepaliveSeconds = n } else { problem("\(path).keepaliveSeconds", "\(n) is outside 1–600") }
-        }
-        if let n = integer(m["startTimeoutSeconds"]) {
-            if (1...600).contains(n) { s.startTimeoutSeconds = Double(n) } else { problem("\(path).startTimeoutSeconds", "\(n) is outside 1–600") }
-        }
-        guard library != nil, seedFile != nil else { return nil }
+        s.keepaliveSeconds = integer(m["keepaliveSeconds"])
+        if let n = integer(m["startTimeoutSeconds"]) { s.startTimeoutSeconds = Double(n) }
         return s
-    }
-
-    /// A mesh runtime carries at most 1,396 bytes per packet: the tunnel's
-    /// MTU must be given and not above it (refused, never silently clamped).
-    mutating func checkMeshMTU(_ mtu: Int?) {
-        let limit = MeshRuntimeSettings.maximumMTU
-        guard let mtu else {
-            problem("mtu", "missing: a mesh runtime needs \"mtu\" of at most \(limit) (MeshGuard's tunnel payload limit; the default 1500 is too large)")
-            return
-        }
-        if mtu > limit {
-            problem("mtu", "\(mtu) is above \(limit), MeshGuard's tunnel payload limit (runtime.kind mesh): use \(limit) or less")
-        }
     }
 }

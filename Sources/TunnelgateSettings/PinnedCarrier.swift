@@ -1,5 +1,5 @@
 /// The transport of a carrier endpoint's traffic.
-public enum CarrierTransport: String, Sendable, Hashable, CaseIterable {
+public enum CarrierTransport: String, Sendable, Hashable, CaseIterable, Codable {
     case udp, tcp
 
     /// The IP protocol number (IPPROTO_UDP, IPPROTO_TCP).
@@ -10,7 +10,7 @@ public enum CarrierTransport: String, Sendable, Hashable, CaseIterable {
 /// the routing rules and the kill switch name exactly this address (and port
 /// and transport), and a runtime that was given a host name sends to it, so
 /// a later DNS answer cannot move the exemption somewhere else.
-public struct PinnedCarrier: Sendable, Hashable, CustomStringConvertible {
+public struct PinnedCarrier: Sendable, Hashable, CustomStringConvertible, Codable {
     public var address: IPAddress
     public var port: UInt16?
     /// nil: UDP and TCP when a port is given, any protocol without one.

@@ -2,9 +2,13 @@
 /// NetworkExtension's NEPacketTunnelNetworkSettings, plus what Linux needs
 /// that iOS decides by itself (interface name, carrier endpoints, runtime).
 ///
-/// Values are validated: an instance only exists for a configuration that
-/// passed `TunnelSettings.parse(json:)` (or `WgQuickConfig.parse`, which
-/// validates through it).
+/// This is the model every format is translated to, each by a pure function:
+/// a JSON file (`TunnelSettings.parse(json:)`), a wg-quick file
+/// (`WgQuickConfig.parse`) and NetworkExtension's settings objects
+/// (`NETunnelNetworkSettings.tunnelgateSettings`). The rules the values must
+/// satisfy are the model's, `validate()`, which each translator calls on what
+/// it built: what a translator returns has passed it. Settings built in code
+/// are checked with `validate()` as well.
 public struct TunnelSettings: Sendable, Equatable {
     /// The TUN interface name (`tg0` by default). Also the tunnel's name for
     /// `tunnelgate down`, `status` and the state directory.
@@ -13,7 +17,7 @@ public struct TunnelSettings: Sendable, Equatable {
     /// address or host name. Always a carrier endpoint.
     public var tunnelRemoteAddress: String
     /// NEPacketTunnelNetworkSettings.mtu; nil means the default (1500). The
-    /// WireGuard runtime's default, 1420, is set here by the parsers.
+    /// WireGuard runtime's default, 1420, is set here by the translators.
     public var mtu: Int?
     public var ipv4Settings: IPv4Settings?
     public var ipv6Settings: IPv6Settings?
@@ -30,6 +34,9 @@ public struct TunnelSettings: Sendable, Equatable {
     public var runtime: RuntimeSettings
     /// Gateway mode: other hosts or namespaces routed through this one use the tunnel.
     public var forwarding: ForwardingSettings?
+    /// What happens when the tunnel's packet plane fails (crashes, is killed, hangs, garbles its
+    /// channel): nil is `never`, the tunnel fails (a kill switch stays closed).
+    public var restart: RestartSettings?
     /// `ipv4Settings.addresses[i]` was written `"auto"`: this node's mesh
     /// IPv4, derived from its MeshGuard identity (mesh runtime only). Until
     /// `resolvingMeshAddress` fills it in, that entry is 0.0.0.0 and the
@@ -48,7 +55,7 @@ public struct TunnelSettings: Sendable, Equatable {
                 dnsSettings: DNSSettings? = nil, includeAllNetworks: Bool = false,
                 excludeLocalNetworks: Bool = false, carrierEndpoints: [CarrierEndpoint] = [],
                 runtime: RuntimeSettings = .none, forwarding: ForwardingSettings? = nil,
-                meshAddressIndex: Int? = nil) {
+                restart: RestartSettings? = nil, meshAddressIndex: Int? = nil) {
         self.name = name
         self.tunnelRemoteAddress = tunnelRemoteAddress
         self.mtu = mtu
@@ -60,7 +67,53 @@ public struct TunnelSettings: Sendable, Equatable {
         self.carrierEndpoints = carrierEndpoints
         self.runtime = runtime
         self.forwarding = forwarding
+        self.restart = restart
         self.meshAddressIndex = meshAddressIndex
+    }
+}
+
+/// The packet plane's restart policy, as systemd's `Restart=` names it: `never` (the default), or
+/// `onFailure`: a plane that fails is started again with the same TUN, after a pause that doubles from
+/// half a second up to ten, at most `attempts` times in a row (a plane that ran a minute resets the count).
+/// Meanwhile the tunnel is reasserting and the kill switch holds.
+public struct RestartSettings: Sendable, Equatable {
+    public enum Policy: String, Sendable, CaseIterable {
+        case never
+        case onFailure = "on-failure"
+    }
+    public var policy: Policy
+    public var attempts: Int
+
+    public static let defaultAttempts = 5
+    public static let attemptsRange = 1...100
+
+    public init(policy: Policy, attempts: Int = defaultAttempts) {
+        self.policy = policy
+        self.attempts = attempts
+    }
+
+    /// `never`, `on-failure` or `on-failure:N` (`tunnelgate up --restart`); nil otherwise, and
+    /// `problem(_:)` says why.
+    public static func parse(_ text: String) -> RestartSettings? {
+        problem(text) == nil ? parsed(text) : nil
+    }
+
+    /// Why `text` is not a restart policy; nil when it is one.
+    public static func problem(_ text: String) -> String? {
+        let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let policy = Policy(rawValue: String(parts[0])) else {
+            return "'\(text)' is not a restart policy (never, on-failure or on-failure:ATTEMPTS)"
+        }
+        if parts.count == 2, policy != .onFailure || Int(parts[1]).map({ !attemptsRange.contains($0) }) ?? true {
+            return "'\(text)': the attempts of on-failure are a number from \(attemptsRange.lowerBound) to \(attemptsRange.upperBound)"
+        }
+        return nil
+    }
+
+    private static func parsed(_ text: String) -> RestartSettings? {
+        let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let policy = Policy(rawValue: String(parts[0])) else { return nil }
+        return RestartSettings(policy: policy, attempts: parts.count == 2 ? Int(parts[1]) ?? defaultAttempts : defaultAttempts)
     }
 }
 
@@ -235,7 +288,7 @@ public enum RuntimeSettings: Sendable, Equatable {
 }
 
 /// Where a callback runtime's packets flow.
-public enum PacketPath: String, Sendable, Equatable {
+public enum PacketPath: String, Sendable, Equatable, Codable {
     /// Tunnelgate reads the TUN and calls packet_in; the writer callback writes to the TUN.
     case callback
     /// The runtime gets the TUN descriptor (`--tun-fd N`) and reads and writes it itself.
@@ -243,9 +296,9 @@ public enum PacketPath: String, Sendable, Equatable {
 }
 
 /// `{"kind": "callback", …}`: a runtime library and how to bind and start it.
-public struct CallbackRuntimeSettings: Sendable, Equatable {
+public struct CallbackRuntimeSettings: Sendable, Equatable, Codable {
     /// Symbol names, defaulting to tunnelgate_runtime_start … _app_message.
-    public struct Symbols: Sendable, Equatable {
+    public struct Symbols: Sendable, Equatable, Codable {
         public var start = "tunnelgate_runtime_start"
         public var packetIn = "tunnelgate_runtime_packet_in"
         /// Optional: used when the library has it, else packets go in one by one through packetIn.
@@ -259,7 +312,7 @@ public struct CallbackRuntimeSettings: Sendable, Equatable {
     }
 
     /// The runtime's values for the ABI's result codes, when they differ.
-    public struct ResultCodes: Sendable, Equatable {
+    public struct ResultCodes: Sendable, Equatable, Codable {
         public var ok: Int32 = 0
         public var queueFull: Int32 = 1
         public var invalidState: Int32 = 2
@@ -269,7 +322,7 @@ public struct CallbackRuntimeSettings: Sendable, Equatable {
         public init() {}
     }
 
-    public enum Secret: Sendable, Equatable {
+    public enum Secret: Sendable, Equatable, Codable {
         case none
         /// A file readable by its owner only. (No environment variable: `secretEnvironment` is refused.)
         case file(String)

@@ -2,8 +2,10 @@
 /// onto `TunnelSettings` the way the iOS WireGuard app maps a tunnel onto
 /// NEPacketTunnelNetworkSettings, with the `wireguard` runtime.
 ///
-/// The network part is validated by the JSON format's reader (the same
-/// checks, one code path); every problem names the file, line and key:
+/// The file is translated straight into the model (no JSON is written or
+/// read) and checked with the model's validation, the same as every format's;
+/// every problem names the file, line and key, the validation's too (its key
+/// paths mapped back to the lines they came from):
 /// `wg0.conf:7: [Peer] AllowedIPs: 10.0.0.0/33 is not a valid prefix`.
 /// Key material is never quoted back in a problem.
 ///
@@ -100,7 +102,7 @@ struct WgQuickParser {
         init(_ text: String) { self.text = text }
     }
 
-    /// Where a value of the generated JSON came from, for the reader's problems.
+    /// Where a value of the model came from (a key path's line and label), for the validation's problems.
     struct Origin {
         var line: Int
         var label: String
@@ -359,28 +361,29 @@ struct WgQuickParser {
             problem(first.line, label(first.line, s, "DNS"), "search domains but no server address (give at least one IP address)")
         }
 
-        // Peers.
+        // Peers. A peer whose public key could not be read keeps its place (a placeholder key the
+        // validation skips), so that its AllowedIPs are still compared with the others'.
+        var origins: [String: Origin] = [:]
+        var refused: Set<String> = []
+        var peerLines: [String: Int] = [:]
         var peers: [WireGuardSettings.Peer] = []
-        var peerLineOfKey: [[UInt8]: Int] = [:]
-        var peerLineOfPrefix: [IPPrefix: Int] = [:]
         var routes: [(prefix: IPPrefix, line: Int)] = []
         var endpoints: [(endpoint: WireGuardSettings.Endpoint, line: Int)] = []
         let p = Section.peer
         for block in blocks where block.section == .peer {
-            var publicKey: [UInt8]?
+            let path = "runtime.peers[\(peers.count)]"
+            peerLines[path] = block.line
+            origins[path] = Origin(line: block.line, label: "\(file):\(block.line): [Peer]")
+            var publicKey = WireGuardSettings.placeholderPublicKey
             if let e = block.first("PublicKey") {
-                if let key = Base64Key.decode(Self.compact(e.value)) {
-                    if let first = peerLineOfKey[key] {
-                        problem(e.line, label(e, p), "the same peer as the [Peer] on line \(first)")
-                        continue
-                    }
-                    peerLineOfKey[key] = block.line
-                    publicKey = key
-                } else {
+                origins["\(path).publicKey"] = Origin(line: e.line, label: label(e, p))
+                if let key = Base64Key.decode(Self.compact(e.value)) { publicKey = key } else {
                     problem(e.line, label(e, p), Base64Key.problem)
+                    refused.insert("\(path).publicKey")
                 }
             } else {
                 problem(block.line, label(block.line, p, "PublicKey"), "missing (the peer's base64 public key)")
+                refused.insert("\(path).publicKey")
             }
             var presharedKey: SecretKey?
             if let e = block.first("PresharedKey") {
@@ -395,6 +398,7 @@ struct WgQuickParser {
                 case .success(let parsed):
                     endpoint = parsed
                     endpoints.append((parsed, e.line))
+                    origins["\(path).endpoint"] = Origin(line: e.line, label: label(e, p))
                 case .failure(let reason): problem(e.line, label(e, p), reason.message)
                 }
             }
@@ -405,16 +409,13 @@ struct WgQuickParser {
                         problem(e.line, label(e, p), "\(item) is not a valid prefix")
                         continue
                     }
-                    // Host bits are cleared, as wg(8) clears them.
+                    // Host bits are cleared, as wg(8) clears them; a prefix given twice for a peer is one.
                     let prefix = parsed.network
                     if allowed.contains(prefix) { continue }
-                    if let other = peerLineOfPrefix[prefix] {
-                        problem(e.line, label(e, p), "\(prefix) is also allowed for the [Peer] on line \(other)")
-                        continue
-                    }
-                    peerLineOfPrefix[prefix] = block.line
+                    origins["\(path).allowedIPs[\(allowed.count)]"] = Origin(line: e.line, label: label(e, p))
                     allowed.append(prefix)
-                    routes.append((prefix, e.line))
+                    // The routes are the union of every peer's AllowedIPs.
+                    if !routes.contains(where: { $0.prefix == prefix }) { routes.append((prefix, e.line)) }
                 }
             }
             var keepalive: UInt16?
@@ -423,51 +424,48 @@ struct WgQuickParser {
                 if let n = Self.number(text, maximum: 65535, off: true) { keepalive = n == 0 ? nil : UInt16(n) }
                 else { problem(e.line, label(e, p), "\(text) is not a number of seconds (0–65535) or off") }
             }
-            if let publicKey {
-                peers.append(.init(publicKey: publicKey, presharedKey: presharedKey, endpoint: endpoint,
-                                   allowedIPs: allowed, persistentKeepalive: keepalive))
-            }
+            peers.append(.init(publicKey: publicKey, presharedKey: presharedKey, endpoint: endpoint,
+                               allowedIPs: allowed, persistentKeepalive: keepalive))
         }
 
-        // The network settings, as the JSON they stand for, validated by the JSON format's reader.
-        var origins: [String: Origin] = [:]
-        var top: [(key: String, value: JSONValue)] = []
-        func number(_ n: Int) -> JSONValue { .number(Double(n), literal: String(n)) }
-
+        // The model, as the iOS app maps a tunnel onto NEPacketTunnelNetworkSettings; `origins` says
+        // which line each key path came from, for the validation's problems.
         let tunnelName = WgQuickConfig.tunnelName(fileName: file)
-        top.append(("name", .string(tunnelName)))
         origins["name"] = Origin(line: 0, label: "\(file): tunnel name (from the file name)")
         // Like the iOS app: the first endpoint, or a placeholder when no peer has one.
         let remote = endpoints.first.map { CarrierEndpoint(host: $0.endpoint.host).hostText } ?? Self.noRemote
-        top.append(("tunnelRemoteAddress", .string(remote)))
         if let first = endpoints.first { origins["tunnelRemoteAddress"] = Origin(line: first.line, label: label(first.line, p, "Endpoint")) }
-        top.append(("mtu", number(mtu?.value ?? WireGuardSettings.defaultMTU)))
         origins["mtu"] = mtu.map { Origin(line: $0.line, label: label($0.line, s, "MTU")) }
             ?? Origin(line: 0, label: "\(file): MTU (default \(WireGuardSettings.defaultMTU))")
 
+        var ipv4: IPv4Settings?, ipv6: IPv6Settings?
         for family in IPFamily.allCases {
             let mine = addresses.filter { $0.prefix.family == family }
             let included = routeAllowedIPs ? routes.filter { $0.prefix.family == family } : []
             if mine.isEmpty && included.isEmpty { continue }
             let key = family == .ipv4 ? "ipv4Settings" : "ipv6Settings"
             let lengthsKey = family == .ipv4 ? "subnetMasks" : "networkPrefixLengths"
-            var addressValues: [JSONValue] = [], lengthValues: [JSONValue] = [], routeValues: [JSONValue] = []
             for (i, a) in mine.enumerated() {
-                addressValues.append(.string(a.prefix.address.description))
-                lengthValues.append(family == .ipv4 ? .string(IPv4Address(maskLength: a.prefix.length).description) : number(a.prefix.length))
                 origins["\(key).addresses[\(i)]"] = Origin(line: a.line, label: label(a.line, s, "Address"))
                 origins["\(key).\(lengthsKey)[\(i)]"] = origins["\(key).addresses[\(i)]"]
             }
             for (i, r) in included.enumerated() {
-                routeValues.append(.string(r.prefix.description))
                 origins["\(key).includedRoutes[\(i)]"] = Origin(line: r.line, label: label(r.line, p, "AllowedIPs"))
             }
             origins[key] = origins["\(key).addresses[0]"] ?? origins["\(key).includedRoutes[0]"]
-            var members: [(key: String, value: JSONValue)] = [("addresses", .array(addressValues)), (lengthsKey, .array(lengthValues))]
-            if !routeValues.isEmpty { members.append(("includedRoutes", .array(routeValues))) }
-            top.append((key, .object(members)))
+            let routesOfFamily = included.map { Route(destination: $0.prefix) }
+            switch family {
+            case .ipv4:
+                ipv4 = IPv4Settings(addresses: mine.compactMap { $0.prefix.address.ipv4 },
+                                    subnetMasks: mine.map { IPv4Address(maskLength: $0.prefix.length) },
+                                    includedRoutes: routesOfFamily)
+            case .ipv6:
+                ipv6 = IPv6Settings(addresses: mine.compactMap { $0.prefix.address.ipv6 },
+                                    networkPrefixLengths: mine.map(\.prefix.length), includedRoutes: routesOfFamily)
+            }
         }
 
+        var dns: DNSSettings?
         if let firstServer = servers.first {
             origins["dnsSettings"] = Origin(line: firstServer.line, label: label(firstServer.line, s, "DNS"))
             for (i, server) in servers.enumerated() {
@@ -477,35 +475,41 @@ struct WgQuickParser {
                 origins["dnsSettings.searchDomains[\(i)]"] = Origin(line: domain.line, label: label(domain.line, s, "DNS"))
             }
             // matchDomains [""]: the tunnel's servers are the default resolver, as the iOS app sets them.
-            top.append(("dnsSettings", .object([("servers", .array(servers.map { .string($0.address.description) })),
-                                                ("searchDomains", .array(searchDomains.map { .string($0.name) })),
-                                                ("matchDomains", .array([.string("")]))])))
+            dns = DNSSettings(servers: servers.map(\.address), searchDomains: searchDomains.map { SettingsTranslation.domain($0.name) },
+                              matchDomains: [""])
         }
 
-        // Every endpoint is a carrier: kept off the tunnel, resolved as carriers are.
-        var carrierValues: [JSONValue] = []
-        var carrierSeen: [WireGuardSettings.Endpoint] = []
-        for e in endpoints where !carrierSeen.contains(e.endpoint) {
-            origins["carrierEndpoints[\(carrierValues.count)]"] = Origin(line: e.line, label: label(e.line, p, "Endpoint"))
-            carrierSeen.append(e.endpoint)
-            // UDP to the peer's port: the only carrier traffic a WireGuard peer has.
-            carrierValues.append(.string(e.endpoint.description + "/udp"))
+        // Every endpoint is a carrier: kept off the tunnel, resolved as carriers are; UDP to the
+        // peer's port, the only carrier traffic a WireGuard peer has.
+        var carriers: [CarrierEndpoint] = []
+        for e in endpoints {
+            let keyPath = "carrierEndpoints[\(carriers.count)]"
+            let carrier = e.endpoint.carrier(keyPath: keyPath)
+            if carriers.contains(carrier) { continue }
+            origins[keyPath] = Origin(line: e.line, label: label(e.line, p, "Endpoint"))
+            carriers.append(carrier)
         }
-        if !carrierValues.isEmpty { top.append(("carrierEndpoints", .array(carrierValues))) }
 
-        var reader = SettingsReader()
-        let network = reader.read(.object(top))
-        for found in reader.problems {
+        var settings = TunnelSettings(
+            name: tunnelName, tunnelRemoteAddress: remote, mtu: mtu?.value ?? WireGuardSettings.defaultMTU,
+            ipv4Settings: ipv4, ipv6Settings: ipv6, dnsSettings: dns, carrierEndpoints: carriers,
+            runtime: .wireguard(WireGuardSettings(privateKey: privateKey ?? WireGuardSettings.placeholderPrivateKey,
+                                                  listenPort: listenPort, fwMark: fwMark, peers: peers)))
+
+        // The model's rules, named by line: the same validation as every other format's.
+        let named = { [file, origins, peerLines] (path: String) -> String in
+            peerLines[path].map { "the [Peer] on line \($0)" } ?? Self.origin(of: path, in: origins, file: file).label
+        }
+        var validator = SettingsValidator(settings, refused: refused, refer: named)
+        for found in validator.run() {
             let origin = self.origin(of: found.path, in: origins)
             problem(origin.line, origin.label, found.reason)
         }
 
-        guard problems.isEmpty, var settings = network, let privateKey else { return nil }
-        settings.runtime = .wireguard(WireGuardSettings(privateKey: privateKey, listenPort: listenPort, fwMark: fwMark, peers: peers))
+        guard problems.isEmpty, privateKey != nil else { return nil }
         for i in settings.carrierEndpoints.indices {
             if let origin = origins[settings.carrierEndpoints[i].keyPath] { settings.carrierEndpoints[i].keyPath = origin.label }
         }
-        if endpoints.isEmpty { settings.carrierEndpoints.removeAll { $0.keyPath == "tunnelRemoteAddress" } }
         return settings
     }
 
@@ -513,8 +517,12 @@ struct WgQuickParser {
     /// placeholder); not kept as a carrier.
     static let noRemote = "0.0.0.0"
 
-    /// The origin of a JSON key path, or of the nearest enclosing one.
+    /// The origin of a model key path, or of the nearest enclosing one.
     func origin(of path: String, in origins: [String: Origin]) -> Origin {
+        Self.origin(of: path, in: origins, file: file)
+    }
+
+    static func origin(of path: String, in origins: [String: Origin], file: String) -> Origin {
         var p = Substring(path)
         while !p.isEmpty {
             if let o = origins[String(p)] { return o }

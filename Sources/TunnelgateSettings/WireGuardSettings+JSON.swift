@@ -4,9 +4,9 @@ extension SettingsReader {
     static let wireguardKeys = ["kind", "privateKeyFile", "listenPort", "fwMark", "peers"]
     static let wireguardPeerKeys = ["publicKey", "presharedKeyFile", "endpoint", "allowedIPs", "persistentKeepalive"]
 
-    mutating func readWireGuardRuntime(_ entry: (JSONValue, String)) -> WireGuardSettings? {
+    mutating func readWireGuardRuntime(_ entry: (JSONValue, String)) -> WireGuardSettings {
         let path = entry.1
-        guard let m = members(entry.0, path, allowed: Self.wireguardKeys) else { return nil }
+        let m = members(entry.0, path, allowed: Self.wireguardKeys) ?? [:]
         if m["privateKeyFile"] == nil {
             problem("\(path).privateKeyFile", "missing (an owner-only file holding the base64 private key, as `wg genkey` writes it)")
         }
@@ -22,19 +22,15 @@ extension SettingsReader {
             else { problem("\(path).fwMark", "\(n) is outside 0–4294967295 (0: the tunnel's own mark)") }
         }
         var peers: [WireGuardSettings.Peer] = []
-        var publicKeys: [[UInt8]: String] = [:]
-        var allowedBy: [IPPrefix: String] = [:]
         for (value, p) in array(m["peers"]) ?? [] {
-            guard let pm = members(value, p, allowed: Self.wireguardPeerKeys) else { continue }
-            var publicKey: [UInt8]?
+            guard let pm = members(value, p, allowed: Self.wireguardPeerKeys) else {
+                peers.append(WireGuardSettings.Peer(publicKey: WireGuardSettings.placeholderPublicKey))
+                continue
+            }
+            var publicKey = WireGuardSettings.placeholderPublicKey
             if let text = string(pm["publicKey"]) {
                 // Not quoted back: a private key pasted here by mistake must not reach a terminal or log.
-                if let key = Base64Key.decode(text) {
-                    if let first = publicKeys[key] { problem("\(p).publicKey", "the same peer as \(first)") }
-                    else { publicKeys[key] = p; publicKey = key }
-                } else {
-                    problem("\(p).publicKey", Base64Key.problem)
-                }
+                if let key = Base64Key.decode(text) { publicKey = key } else { problem("\(p).publicKey", Base64Key.problem) }
             } else if pm["publicKey"] == nil {
                 problem("\(p).publicKey", "missing (the peer's base64 public key)")
             }
@@ -46,17 +42,23 @@ extension SettingsReader {
                 case .failure(let reason): problem("\(p).endpoint", reason.message)
                 }
             }
+            // A prefix given twice for one peer is one: kept once, so later ones' model indices are
+            // not their JSON indices.
             var allowed: [IPPrefix] = []
+            var refusedAllowed: Set<Int> = []
             for (pv, pp) in array(pm["allowedIPs"]) ?? [] {
-                guard let text = string((pv, pp)) else { continue }
-                guard let prefix = IPPrefix(text) else {
-                    problem(pp, "\(quoted(text)) is not an address prefix (ADDRESS/LENGTH)")
+                let modelPath = "\(p).allowedIPs[\(allowed.count)]"
+                if modelPath != pp { renamed[modelPath] = pp }
+                guard let text = string((pv, modelPath)), let prefix = IPPrefix(text) else {
+                    if case .string(let text) = pv { problem(modelPath, "\(quoted(text)) is not an address prefix (ADDRESS/LENGTH)") }
+                    refusedAllowed.insert(allowed.count)
+                    allowed.append(IPPrefix(address: SettingsTranslation.placeholderAddress, length: 32)!)
                     continue
                 }
-                guard prefix.isCanonical else { problem(pp, "\(text) has host bits set (the network is \(prefix.network))"); continue }
-                if allowed.contains(prefix) { continue }
-                if let other = allowedBy[prefix] { problem(pp, "\(prefix) is also allowed for \(other)"); continue }
-                allowedBy[prefix] = p
+                if allowed.indices.contains(where: { allowed[$0] == prefix && !refusedAllowed.contains($0) }) {
+                    renamed[modelPath] = nil
+                    continue
+                }
                 allowed.append(prefix)
             }
             var keepalive: UInt16?
@@ -64,13 +66,11 @@ extension SettingsReader {
                 if let seconds = UInt16(exactly: n) { keepalive = seconds == 0 ? nil : seconds }
                 else { problem("\(p).persistentKeepalive", "\(n) is outside 0–65535 seconds (0: off)") }
             }
-            if let publicKey {
-                peers.append(WireGuardSettings.Peer(publicKey: publicKey, presharedKey: presharedKey, endpoint: endpoint,
-                                                    allowedIPs: allowed, persistentKeepalive: keepalive))
-            }
+            peers.append(WireGuardSettings.Peer(publicKey: publicKey, presharedKey: presharedKey, endpoint: endpoint,
+                                                allowedIPs: allowed, persistentKeepalive: keepalive))
         }
-        guard let privateKey else { return nil }
-        return WireGuardSettings(privateKey: privateKey, listenPort: listenPort, fwMark: fwMark, peers: peers)
+        return WireGuardSettings(privateKey: privateKey ?? WireGuardSettings.placeholderPrivateKey, listenPort: listenPort,
+                                 fwMark: fwMark, peers: peers)
     }
 
     /// The key in the owner-only file named at `entry`, read through `secretFiles`.

@@ -1,5 +1,6 @@
 import FoundationEssentials
-import Gateway
+import Engine
+import PacketPlane
 import Glibc
 import LinuxSystem
 import TunnelgateSettings
@@ -25,7 +26,7 @@ enum Command: String, CaseIterable {
         switch self {
         case .validate: "tunnelgate validate CONFIG"
         case .plan: "tunnelgate plan CONFIG [--netns NS]"
-        case .up: "tunnelgate up CONFIG [--netns NS] [--detach]"
+        case .up: "tunnelgate up CONFIG [--netns NS] [--detach] [--restart POLICY]"
         case .down: "tunnelgate down NAME [--netns NS]"
         case .status: "tunnelgate status [NAME] [--netns NS] [--json]  |  tunnelgate status NAME [--netns NS] --watch"
         case .message: "tunnelgate message NAME DATA [--netns NS]"
@@ -55,7 +56,7 @@ enum Command: String, CaseIterable {
             text += "\nARGUMENTS:\n  CONFIG          A JSON configuration.\n"
             text += "\nPrints the TUN, link settings, addresses, routes (table T) and policy rules in\nip(8) words. Reads the kernel to choose a free table; changes nothing.\n"
         case .up:
-            text += "\nARGUMENTS:\n  CONFIG          A JSON configuration.\n\nOPTIONS:\n  --netns NS      Isolate mode: move the TUN into namespace NS (`ip netns add NS`)\n                  and configure it there; NS can then reach nothing but the tunnel,\n                  while tunnelgate and its carrier sockets stay here.\n  --detach        Return once the settings are applied and verified; the tunnel\n                  keeps running in the background until `tunnelgate down NAME`.\n"
+            text += "\nARGUMENTS:\n  CONFIG          A JSON configuration.\n\nOPTIONS:\n  --netns NS      Isolate mode: move the TUN into namespace NS (`ip netns add NS`)\n                  and configure it there; NS can then reach nothing but the tunnel,\n                  while tunnelgate and its carrier sockets stay here.\n  --detach        Return once the settings are applied and verified; the tunnel\n                  keeps running in the background until `tunnelgate down NAME`.\n  --restart POLICY\n                  What to do when the packet plane fails: never (the default),\n                  on-failure or on-failure:ATTEMPTS (start it again with the same\n                  TUN, at most ATTEMPTS times in a row, 5 by default). Overrides\n                  the configuration's restart.\n"
             text += "\nWithout --detach, runs until SIGINT, SIGTERM or `tunnelgate down NAME`, then\nremoves everything it created. Residue of a crashed run of the same name is\nremoved first.\n"
         case .down:
             text += "\nARGUMENTS:\n  NAME            The tunnel (its interface name, `name` in the configuration).\n\nOPTIONS:\n  --netns NS      The tunnel was started with `up --netns NS`.\n"
@@ -120,6 +121,8 @@ extension CommandLine {
         guard let first = arguments.first else { throw UsageError(message: "missing subcommand", command: nil) }
         if first == "-h" || first == "--help" { print(overview, terminator: ""); return ExitCode.success }
         if first == "--version" { print(version); return ExitCode.success }
+        // The packet plane: started by the engine into its sandbox, never by a user (not in the help).
+        if first == "plane" { return PacketPlane.main(Array(arguments.dropFirst())) }
         guard let command = Command(rawValue: first) else {
             throw UsageError(message: "unknown subcommand '\(first)'", command: nil)
         }
@@ -148,13 +151,14 @@ extension CommandLine {
         case .up:
             let netns = try takeNamespace(&rest, command)
             let detach = takeFlag(&rest, "--detach")
+            let restart = try takeOption(&rest, "--restart", command)
             let readyFD = try takeOption(&rest, "--ready-fd", command).map { value -> Int32 in
                 guard let fd = Int32(value), fd > 2 else { throw UsageError(message: "--ready-fd takes a descriptor number", command: command) }
                 return fd
             }
             let path = try takePositional(&rest, "CONFIG", command)
             try noMore(rest, command)
-            return try up(path, netns: netns, detach: detach, readyFD: readyFD)
+            return try up(path, netns: netns, detach: detach, readyFD: readyFD, restart: restart)
         case .down:
             let netns = try takeNamespace(&rest, command)
             let name = try takePositional(&rest, "NAME", command)

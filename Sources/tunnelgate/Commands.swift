@@ -1,6 +1,8 @@
+import RuntimeABI
+import Session
 import CTunnelgateShims
 import FoundationEssentials
-import Gateway
+import Engine
 import Runtimes
 import Glibc
 import LinuxSystem
@@ -119,11 +121,11 @@ extension CommandLine {
                     + (m.generateIdentity ? "; `tunnelgate up` creates it (runtime.generateIdentity)" : "")
             }
         }
-        let gateway = try Gateway(readOnly: true, namespace: try namespace(netns))
+        let gateway = try Engine(readOnly: true, namespace: try namespace(netns))
         let plan: TunnelPlan
         do {
             plan = try gateway.plan(settings, resolver: SystemResolver())
-        } catch GatewayError.configuration(let e) {
+        } catch EngineError.configuration(let e) {
             throw InvalidConfiguration(path: path, error: e)
         }
         for line in plan.describe() { print(line) }
@@ -131,142 +133,146 @@ extension CommandLine {
         return ExitCode.success
     }
 
-    static func up(_ path: String, netns: String?, detach: Bool, readyFD: Int32?) throws -> Int32 {
+    static func up(_ path: String, netns: String?, detach: Bool, readyFD: Int32?, restart: String? = nil) throws -> Int32 {
         // Validate in the caller's process so that errors reach the terminal
         // directly and nothing is started for a bad configuration.
         var settings = try loadSettings(path)
+        if let restart {
+            guard let r = RestartSettings.parse(restart) else {
+                throw UsageError(message: "--restart: \(RestartSettings.problem(restart) ?? restart)", command: .up)
+            }
+            settings.restart = r
+        }
         // A process holding a key or secret dumps no core and lets no one without CAP_SYS_PTRACE read it.
         if settings.runtime.holdsSecret {
             do { try ProcessControl.protectSecrets() } catch { throw Failure(error.description) }
         }
         if let notice = SecureBytes.takeLockFailureNotice() { printError("tunnelgate: warning: \(notice)") }
         let isolated = try namespace(netns)
-        if detach { return try spawnDetached(path, netns: netns, settings: settings) }
+        if detach { return try spawnDetached(path, netns: netns, restart: restart, settings: settings) }
 
         let ready = readyFD.map { FileDescriptor(rawValue: $0) }
         func fail(_ message: String) -> Failure {
             if let ready { try? ready.writeAll(Array(("error " + message).utf8)); ready.close() }
             return Failure(message)
         }
-        // The runtime's library, symbols and secret are checked before the kernel is touched.
-        let host: HostedRuntime?
-        do { host = try makeRuntime(settings.runtime) } catch { throw fail(error.description) }
-        if let notice = SecureBytes.takeLockFailureNotice() { printError("tunnelgate: warning: \(notice)") }
-        if let mesh = host as? MeshRuntimeHost {
-            // "auto" in ipv4Settings.addresses: the node's own mesh IPv4, derived from its identity.
-            do { settings = try settings.resolvingMeshAddress(mesh.identity.meshIPv4) } catch {
-                throw fail(InvalidConfiguration(path: path, error: error).description)
-            }
-        }
-        let signals = try TerminationSignals.block()
-        let gateway = try Gateway(namespace: isolated)
-        if ready == nil { gateway.log = { printError("tunnelgate: \($0)") } }
-        let tunnel: ActiveTunnel
+        // The settings go on without this frame's copy: their keys are released once handed to the plane.
+        return try upWithPlane(consume settings, path: path, isolated: isolated, ready: ready, fail: fail)
+    }
+
+    /// `up` with the runtime in a packet plane: the unprivileged, sandboxed process that hosts it
+    /// (docs/architecture.md, Processes). This process is the engine: it applies the settings, watches
+    /// and repairs them, serves the control socket and publishes the status; the plane moves packets.
+    static func upWithPlane(_ original: consuming TunnelSettings, path: String, isolated: NetworkNamespace?, ready: FileDescriptor?,
+                            fail: (String) -> Failure) throws -> Int32 {
+        var settings = consume original
+        // The engine keeps only the capabilities it needs (TunnelSession.engineCapabilities).
+        do { try ProcessControl.keepOnly(TunnelSession.engineCapabilities) } catch { throw fail(error.description) }
+        // What the plane needs, read here (files trusted, secrets in secure memory), nothing loaded.
+        let package: PlanePackage
+        let identity: MeshIdentity?
+        do { (package, identity) = try PlaneHandoff.prepare(settings) } catch { throw fail(error.description) }
+        // The WireGuard keys are in the package's tail now (for the plane, and its restarts): the
+        // settings' own copy goes, so that the engine holds one.
+        if case .wireguard(let w) = settings.runtime { settings.runtime = .wireguard(w.withoutKeys()) }
+        let signals: FileDescriptor, engine: Engine, user: PlaneUser
         do {
-            tunnel = try gateway.up(settings, resolver: SystemResolver(), configPath: absolutePath(path), awaitingRuntime: host != nil,
-                                    tunOffloads: host?.wantsTunOffloads ?? false)
+            if let identity {
+                // "auto" in ipv4Settings.addresses: the node's own mesh IPv4, derived from its identity.
+                do { settings = try settings.resolvingMeshAddress(identity.meshIPv4) } catch {
+                    throw fail(InvalidConfiguration(path: path, error: error).description)
+                }
+            }
+            signals = try TerminationSignals.block()
+            engine = try Engine(namespace: isolated)
+            do { user = try PlaneUser.allocate() } catch { throw fail(error.description) }
         } catch {
+            package.release()
+            throw error
+        }
+        if ready == nil { engine.log = { printError("tunnelgate: \($0)") } }
+        let session = TunnelSession(engine: engine, settings: settings, package: package, user: user,
+                                    restart: restartPolicy(settings.restart), planeLog: FileDescriptor(rawValue: 2),
+                                    log: { printError("tunnelgate: \($0)") })
+        // The runtime is loaded in the plane (library, symbols, secret) before the kernel is touched.
+        do { try session.prepare() } catch {
+            _ = try? session.stop()
+            throw fail(error.description)
+        }
+        do {
+            try session.apply(configPath: absolutePath(path), resolver: SystemResolver())
+        } catch {
+            _ = try? session.stop()
             // A kill switch in place (a dead owner's, or this run's) stays closed after a failed up.
-            let closed = gateway.hasKillSwitchInPlace(settings.name)
+            let closed = engine.hasKillSwitchInPlace(settings.name)
                 ? "\nthe kill switch of \(settings.name) stays in place until `tunnelgate down \(settings.name)`" : ""
             if case .configuration(let e) = error { throw fail(InvalidConfiguration(path: path, error: e).description + closed) }
             throw fail(error.description + closed)
         }
-        let name = tunnel.plan.interfaceName
-        // How this run ends is kept for `status` (NE's last disconnect error): a failure's message, or
-        // nothing after a clean stop. A new run starts with none.
-        gateway.recordDisconnect(name, message: nil)
+        let name = settings.name
+        engine.recordDisconnect(name, message: nil)
         func ended(_ message: String) -> Failure {
-            gateway.recordDisconnect(name, message: message)
+            engine.recordDisconnect(name, message: message)
             return fail(message)
         }
-        var runtimeState: RuntimeState?
-        if let host {
-            do {
-                host.attach(to: tunnel.plan)
-                try host.start(tun: tunnel.tun.descriptor, mtu: tunnel.plan.mtu)
-                runtimeState = try host.waitUntilReady(timeout: host.startTimeout) { false }
-                tunnel.publish(status: runtimeState?.tunnelStatus ?? .connected, runtimeStatus: runtimeState?.json)
-            } catch {
-                // A runtime that does not start leaves nothing behind.
-                host.stop()
-                throw ended(error.description + tunnel.stopFailed())
-            }
+        do {
+            try session.start()
+            try session.serve()
+        } catch {
+            let note = (try? session.stop(keepKillSwitch: true)) ?? "\n(removing the tunnel failed too: run `tunnelgate down \(name)`)"
+            throw ended("\(error)" + note)
         }
-        // The control socket is part of the tunnel (status, stop, message): without it, `up` fails and
-        // leaves nothing behind. A stale socket of a crashed owner is replaced; a live one is refused.
-        let control: ControlServer
-        do { control = try ControlServer(gateway: gateway, name: name) } catch {
-            host?.stop()
-            throw ended("cannot create the control socket \(gateway.state.controlPath(name)): \(error)" + tunnel.stopFailed())
-        }
-        let summary = "\(name): \(runtimeState?.tunnelStatus.rawValue ?? "connected") (table \(tunnel.plan.slot.table), "
-            + "\(tunnel.plan.routes(interfaceIndex: nil).count) routes, \(tunnel.plan.rules.count) rules"
-            + (host.map { ", \($0.summary)" } ?? "") + ")"
         if let ready {
-            try? ready.writeAll(Array(("ready " + summary).utf8))
+            try? ready.writeAll(Array(("ready " + session.summary).utf8))
             ready.close()
-            printError("tunnelgate: \(summary)")
+            printError("tunnelgate: \(session.summary)")
         } else {
-            printError("tunnelgate: \(summary); stop with Ctrl-C or `tunnelgate down \(name)`")
+            printError("tunnelgate: \(session.summary); stop with Ctrl-C or `tunnelgate down \(name)`")
         }
-        let monitor = try? gateway.makeMonitor()
-        if monitor == nil { printError("tunnelgate: warning: cannot watch for outside changes; they will not be repaired") }
         var failure: String?
-        switch RuntimeLoop(tunnel: tunnel, host: host, initialState: runtimeState)
-            .run(signals: signals, monitor: monitor, control: control, log: { printError("tunnelgate: \($0)") }) {
+        switch session.run(signals: signals) {
         case .signal(let signal): printError("tunnelgate: \(name): stopping (signal \(signal))")
+        case .stopRequested: printError("tunnelgate: \(name): stopping (stop requested)")
+        case .failedClosed(let reason):
+            failure = "failed closed: \(reason)"
         case .runtimeFailed(let reason):
+            // Without a kill switch (with one the session holds it until down, and does not end here).
             failure = reason
-            if tunnel.plan.firewall?.chains.contains(where: { $0.hook == .output }) == true {
-                // Fail closed: a kill switch outlives its runtime until `down`, as after a crash.
-                host?.stop()
-                tunnel.publish(status: .disconnected)
-                gateway.recordDisconnect(name, message: "the runtime failed: \(reason)")
-                throw Failure("the runtime failed: \(reason)\nthe kill switch stays in place until `tunnelgate down \(name)`")
-            }
             printError("tunnelgate: \(name): the runtime failed: \(reason); stopping")
         }
-        tunnel.publish(status: .disconnecting)
-        host?.stop()
-        _ = control
         do {
-            try tunnel.stop()
+            try session.stop()
         } catch {
-            gateway.recordDisconnect(name, message: (failure.map { "the runtime failed: \($0); then " } ?? "") + error.description)
+            engine.recordDisconnect(name, message: (failure.map { "the runtime failed: \($0); then " } ?? "") + error.description)
             throw Failure(error.description)
         }
         printError("tunnelgate: \(name): disconnected, everything removed")
         if let failure {
-            gateway.recordDisconnect(name, message: "the runtime failed: \(failure)")
+            engine.recordDisconnect(name, message: "the runtime failed: \(failure)")
             throw Failure("the runtime failed: \(failure)")
         }
         return ExitCode.success
     }
 
-    /// The host of the configured runtime (nil for `none`). Libraries,
-    /// symbols and secrets are checked here, before the kernel is touched.
-    static func makeRuntime(_ runtime: RuntimeSettings) throws(RuntimeError) -> HostedRuntime? {
-        switch runtime {
-        case .none: return nil
-        case .callback(let settings): return try CallbackRuntimeHost(settings)
-        case .mesh(let s): return try MeshRuntimeHost(s)
-        case .wireguard(let s): return try WireGuardRuntime(s, log: { printError("tunnelgate: \($0)") })
-        }
+    /// The packet plane's restart policy: `--restart`, else the configuration's `restart`, else never.
+    static func restartPolicy(_ settings: RestartSettings?) -> RestartPolicy {
+        guard let settings, settings.policy == .onFailure else { return .never }
+        return RestartPolicy(mode: .onFailure, maximumAttempts: settings.attempts, initialDelay: 0.5, maximumDelay: 10)
     }
 
     /// Starts `tunnelgate up CONFIG --ready-fd 3` in its own session and waits
     /// until it reports the tunnel applied and verified, or its error.
-    static func spawnDetached(_ path: String, netns: String?, settings: TunnelSettings) throws -> Int32 {
+    static func spawnDetached(_ path: String, netns: String?, restart: String?, settings: TunnelSettings) throws -> Int32 {
         var pipeFDs: [Int32] = [0, 0]
         _ = try syscall("pipe") { pipe(&pipeFDs) }
         let readEnd = FileDescriptor(rawValue: pipeFDs[0]), writeEnd = FileDescriptor(rawValue: pipeFDs[1])
         try readEnd.setCloseOnExec(true)
         try writeEnd.setCloseOnExec(true)
         defer { readEnd.close() }
-        let state = try Gateway(namespace: try namespace(netns)).state
+        let state = try Engine(namespace: try namespace(netns)).state
         let executable = "/proc/self/exe"
         let argv = ["tunnelgate", "up", absolutePath(path), "--ready-fd", "3"] + (netns.map { ["--netns", $0] } ?? [])
+            + (restart.map { ["--restart", $0] } ?? [])
         var cArgs = argv.map { strdup($0) } + [nil]
         defer { for p in cArgs { free(p) } }
         var pid: pid_t = 0
@@ -295,7 +301,7 @@ extension CommandLine {
 
     static func down(_ name: String, netns: String?) throws -> Int32 {
         if let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .down) }
-        let gateway = try Gateway(namespace: try namespace(netns))
+        let gateway = try Engine(namespace: try namespace(netns))
         try gateway.down(name)
         print("\(name): down, everything removed")
         return ExitCode.success
@@ -303,7 +309,7 @@ extension CommandLine {
 
     static func status(_ name: String?, netns: String?, json: Bool) throws -> Int32 {
         if let name, let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .status) }
-        let gateway = try Gateway(readOnly: true, namespace: try namespace(netns))
+        let gateway = try Engine(readOnly: true, namespace: try namespace(netns))
         let reports = try gateway.reports(name: name)
         if json {
             let encoder = JSONEncoder()
@@ -321,7 +327,7 @@ extension CommandLine {
 
     static func message(_ name: String, _ data: String, netns: String?) throws -> Int32 {
         if let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .message) }
-        let gateway = try Gateway(readOnly: true, namespace: try namespace(netns))
+        let gateway = try Engine(readOnly: true, namespace: try namespace(netns))
         let path = gateway.state.controlPath(name)
         guard FileSystem.exists(path) else { throw Failure("tunnel \(name) is not running in this network namespace") }
         let answer = try ControlServer.request(path, "message " + Data(data.utf8).base64EncodedString())
@@ -346,7 +352,7 @@ extension CommandLine {
     /// lock).
     static func watchStatus(_ name: String, netns: String?) throws -> Int32 {
         if let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .status) }
-        let gateway = try Gateway(readOnly: true, namespace: try namespace(netns))
+        let gateway = try Engine(readOnly: true, namespace: try namespace(netns))
         let statePath = gateway.state.statePath(name)
         // Without inotify (or the directory, before any tunnel ran in this namespace) polling alone.
         var events = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
@@ -393,6 +399,7 @@ extension CommandLine {
         if !r.addresses.isEmpty { lines.append("  addresses: \(r.addresses.joined(separator: ", "))") }
         if let dns = r.dns { lines.append("  dns: \(dns)") }
         if let carriers = r.carrierExemption { lines.append("  carrier exemption: \(carriers)") }
+        if let pid = r.planePID { lines.append("  packet plane: pid \(pid), uid \(r.planeUser.map(String.init) ?? "?") (unprivileged, sandboxed)") }
         if let t = r.table {
             lines.append("  routes (table \(t)): IPv4 \(r.ipv4Routes.included) included, \(r.ipv4Routes.excluded) excluded; "
                          + "IPv6 \(r.ipv6Routes.included) included, \(r.ipv6Routes.excluded) excluded; \(r.rules) rules")

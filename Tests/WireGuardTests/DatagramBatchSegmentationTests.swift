@@ -1,4 +1,5 @@
 import Glibc
+import LinuxSystem
 import TunnelgateSettings
 @testable import WireGuard
 import XCTest
@@ -64,7 +65,7 @@ final class DatagramBatchSegmentationTests: XCTestCase {
         let sizes = [1452, 1452, 1452, 1452, 700, 1000, 1000, 1000, 500, 900]
         let to = [0, 0, 1, 0, 0, 0, 0, 0, 0, 0]
         load(batch, sizes, to: to)
-        XCTAssertEqual(batch.flush(sender), 0)
+        XCTAssertEqual(batch.flush(FileDescriptor(rawValue: sender)), 0)
         XCTAssertTrue(batch.segmentation)
         // Runs: [0 1] to 0, [2] to 1, [3 4] to 0 (the last shorter), [5-8] to 0, [9] alone.
         XCTAssertEqual(batch.segmentedSends, 3)
@@ -75,7 +76,7 @@ final class DatagramBatchSegmentationTests: XCTestCase {
     func testWithoutSegmentationEveryDatagramIsItsOwnMessage() {
         let batch = DatagramBatch(slotSize: 1500)
         load(batch, [1000, 1000, 1000], to: [0, 0, 0])
-        XCTAssertEqual(batch.flush(sender), 0)
+        XCTAssertEqual(batch.flush(FileDescriptor(rawValue: sender)), 0)
         XCTAssertEqual(batch.segmentedSends, 0)
         XCTAssertEqual(received(0, 3), [[1, 1000], [2, 1000], [3, 1000]])
     }
@@ -84,7 +85,7 @@ final class DatagramBatchSegmentationTests: XCTestCase {
         let batch = DatagramBatch(slotSize: 1500, segmentation: true)
         // 64 datagrams of 1,452 bytes are 92,928 bytes: more than one UDP payload may hold.
         load(batch, [Int](repeating: 1452, count: DatagramBatch.capacity), to: [Int](repeating: 0, count: DatagramBatch.capacity))
-        XCTAssertEqual(batch.flush(sender), 0)
+        XCTAssertEqual(batch.flush(FileDescriptor(rawValue: sender)), 0)
         XCTAssertEqual(batch.segmentedSends, 2)
         XCTAssertEqual(received(0, DatagramBatch.capacity).map { $0[1] }, [Int](repeating: 1452, count: DatagramBatch.capacity))
     }
@@ -96,13 +97,13 @@ final class DatagramBatchSegmentationTests: XCTestCase {
         XCTAssertEqual(setsockopt(sender, SOL_SOCKET, SO_NO_CHECK, &one, socklen_t(MemoryLayout<Int32>.size)), 0)
         let batch = DatagramBatch(slotSize: 1500, segmentation: true)
         load(batch, [1452, 1452, 100, 1452], to: [0, 0, 0, 1])
-        XCTAssertEqual(batch.flush(sender), 0, "nothing lost")
+        XCTAssertEqual(batch.flush(FileDescriptor(rawValue: sender)), 0, "nothing lost")
         XCTAssertFalse(batch.segmentation)
         XCTAssertEqual(batch.segmentedSends, 0)
         XCTAssertEqual(received(0, 3), [[1, 1452], [2, 1452], [3, 100]])
         XCTAssertEqual(received(1, 1), [[4, 1452]])
         load(batch, [800, 800], to: [0, 0])
-        XCTAssertEqual(batch.flush(sender), 0)
+        XCTAssertEqual(batch.flush(FileDescriptor(rawValue: sender)), 0)
         XCTAssertEqual(batch.segmentedSends, 0)
         XCTAssertEqual(received(0, 2), [[1, 800], [2, 800]])
     }

@@ -1,4 +1,4 @@
-import WireGuard
+import TUN
 import XCTest
 
 /// TUN offloads: TCP super-packets (virtio_net_hdr GSO TCPV4/TCPV6) cut into segments, partial

@@ -28,9 +28,8 @@ LIB=$TG_ROOT/.build/debug/libTunnelgateExampleRuntime.so
 secret=$TG_TMP/secret
 printf 'carrier-secret-%s-%s\n' "$$" "$RANDOM" >"$secret"
 chmod 600 "$secret"
-# The first tunnel of a fresh namespace has slot 0: table and fwmark 7460 (0x1d24). tga's runtime marks its
-# UDP socket with it, as a runtime told the slot's mark does; checked below.
-MARK=7460
+# The runtime runs in its packet plane, whose uid is the tunnel's carrier identity: its UDP socket is the
+# plane's, and the exemption rule (uidrange) lets it reach the carrier; checked below.
 
 config() { # FILE NAME ADDRESS BIND PEER EXTRA-ARGS EXTRA-TOP
   cat >"$1" <<CFG
@@ -50,14 +49,17 @@ status_is() {
 log_has() { grep -qE -- "$2" "$1"; }  # log_has FILE REGEX (a predicate)
 
 tg_snapshot "$NS_C" "$TG_TMP/c-before"
-config "$TG_TMP/a.json" tga 10.60.0.1 "$C_ETH0_4:5400" "$LAN4:5400" ", \"--fwmark\", \"$MARK\"" \
+config "$TG_TMP/a.json" tga 10.60.0.1 "$C_ETH0_4:5400" "$LAN4:5400" "" \
   ", \"carrierEndpoints\": [\"$CARRIER4\"]"
 config "$TG_TMP/b.json" tgb 10.60.0.2 "$LAN4:5400" "$C_ETH0_4:5400" "" ""
 tg_run ip netns exec "$NS_C" "$TG" up "$TG_TMP/a.json" --detach
 check_rc "tga up in C" 0
 tg_run ip netns exec "$NS_L" "$TG" up "$TG_TMP/b.json" --detach
 check_rc "tgb up in L" 0
-check_eq "tga has slot 0: its runtime's mark is the tunnel's fwmark" "$MARK" "$(tg_tunnel_table "$NS_C" 4)"
+PLANE_UID=$(ip netns exec "$NS_C" "$TG" status tga --json | jq -r '.planeUser // empty')
+check "tga's runtime runs in a packet plane of its own uid ($PLANE_UID)" test -n "$PLANE_UID"
+check_match "... which is the carrier identity: a uidrange rule exempts it to the carrier" \
+  "to $(tg_re "$LAN4") uidrange $PLANE_UID-$PLANE_UID goto" "$(ip -n "$NS_C" -4 rule show)"
 log=$(tg_state_dir "$NS_C")/tga.log
 ip netns exec "$NS_C" "$TG" status tga --watch >"$TG_TMP/watch" 2>&1 &
 watcher=$!
@@ -87,17 +89,17 @@ ip -n "$NS_R" link set c0 up
 wait_for "[no carrier] connected again" 5 status_is "$NS_C" tga '.status == "connected"'
 wait_for "[no carrier] ping crosses the tunnel again" 5 ip netns exec "$NS_C" ping -n -c 1 -W 1 10.60.0.2
 
-# --- a policy rule for marked packets only: the lookup carries the tunnel's mark ------------------------
+# --- a policy rule for the plane's user only: the lookup is the plane's --------------------------------
 ip -n "$NS_C" -4 route add unreachable default table 100
-ip -n "$NS_C" -4 rule add fwmark "$MARK" lookup 100 pref 100
-wait_for "[fwmark rule] status goes reasserting within 2 s" 2 status_is "$NS_C" tga '.status == "reasserting"'
-check "[fwmark rule] the log says the route is unreachable" \
+ip -n "$NS_C" -4 rule add uidrange "$PLANE_UID-$PLANE_UID" lookup 100 pref 100
+wait_for "[uid rule] status goes reasserting within 2 s" 2 status_is "$NS_C" tga '.status == "reasserting"'
+check "[uid rule] the log says the route is unreachable" \
   log_has "$log" "carrier path to $(tg_re "$LAN4") gone: unreachable route"
-check "[fwmark rule] an unmarked lookup of the peer still finds eth0" route_is "$NS_C" "$LAN4" eth0
-check_fails "[fwmark rule] ... a marked one does not" ip -n "$NS_C" route get "$LAN4" mark "$MARK"
-ip -n "$NS_C" -4 rule del fwmark "$MARK" lookup 100 pref 100
+check "[uid rule] root's lookup of the peer still finds eth0" route_is "$NS_C" "$LAN4" eth0
+check_fails "[uid rule] ... the plane user's does not" ip -n "$NS_C" route get "$LAN4" uid "$PLANE_UID"
+ip -n "$NS_C" -4 rule del uidrange "$PLANE_UID-$PLANE_UID" lookup 100 pref 100
 ip -n "$NS_C" -4 route del unreachable default table 100
-wait_for "[fwmark rule] connected again" 2 status_is "$NS_C" tga '.status == "connected"'
+wait_for "[uid rule] connected again" 2 status_is "$NS_C" tga '.status == "connected"'
 
 # --- one carrier endpoint keeps a path: still connected ---------------------------------------------------
 ip -n "$NS_C" -4 route add "$CARRIER4/32" via "$R_C1_4" dev eth1

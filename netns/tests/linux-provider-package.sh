@@ -30,9 +30,11 @@ fi
 PROVIDER=$(swift build --package-path "$PACKAGE" --scratch-path "$scratch/build" --show-bin-path 2>/dev/null)/echo-provider
 check "the package's provider host is built at $PROVIDER" test -x "$PROVIDER"
 tg_topology_up
+# The provider runs in its packet plane: its switches and files reach it through the test hooks.
+tg_plane_test_hooks ECHO_REMOTE ECHO_ADDRESS ECHO_ROUTES ECHO_COUNT_FILE
 tg_snapshot "$NS_C" "$TG_TMP/before"
 
-count_file=$TG_TMP/answered
+count_file=$TG_HOOKS/answered
 # The host's configuration on its descriptor 3, as a manager's startVPNTunnel hands it over (never in the
 # environment): netns/tests/handoff.py.
 ip netns exec "$NS_C" env ECHO_REMOTE="$CARRIER4" ECHO_ROUTES="10.9.0.0/24,$ELSEWHERE4/32" ECHO_COUNT_FILE="$count_file" \

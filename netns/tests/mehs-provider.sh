@@ -14,6 +14,8 @@ set -uo pipefail
 tg_trap_cleanup
 tg_require_binary
 tg_topology_up
+# The provider runs in its packet plane: its switches and files reach it through the test hooks.
+tg_plane_test_hooks TG_MEHS_SERVER TG_MEHS_ARGS TG_MEHS_SECRET_FILE TG_MEHS_STOP_FILE TG_MEHS_DNS
 LIB=$TG_ROOT/.build/debug/libTunnelgateExampleRuntime.so
 PROVIDER=$TG_ROOT/.build/debug/mehs-provider-example
 [ -f "$LIB" ] && [ -x "$PROVIDER" ] || tg_bail "the example runtime and mehs-provider-example are built" "swift build"
@@ -33,8 +35,11 @@ check_rc "the server side (tunnelgate with the example runtime) is up in L" 0
 tg_snapshot "$NS_C" "$TG_TMP/before"
 rm -rf "/etc/netns/$NS_C"
 trap 'rm -rf "/etc/netns/$NS_C"; tg_topology_down' EXIT
-stop_file=$TG_TMP/stop
-TG_MEHS_SERVER=$LAN4 TG_MEHS_ARGS="--bind $C_ETH0_4:5500 --peer $LAN4:5500 --queue 2" TG_MEHS_SECRET_FILE=$secret \
+stop_file=$TG_HOOKS/stop
+# The provider reads its secret in its packet plane (an unprivileged user): its copy is in the hooks
+# directory, readable there (only root reaches it from the host: $TG_TMP is 0700).
+cp "$secret" "$TG_HOOKS/secret" && chmod 644 "$TG_HOOKS/secret"
+TG_MEHS_SERVER=$LAN4 TG_MEHS_ARGS="--bind $C_ETH0_4:5500 --peer $LAN4:5500 --queue 2" TG_MEHS_SECRET_FILE=$TG_HOOKS/secret \
   TG_MEHS_STOP_FILE=$stop_file TG_MEHS_DNS=198.18.0.2 \
   ip netns exec "$NS_C" "$PROVIDER" >"$TG_TMP/provider.log" 2>&1 &
 provider_pid=$!

@@ -62,11 +62,17 @@ plan_identity() {
 }
 # up NS CONFIG TAG: `up --detach` with the stand-in's test hooks, in the background (each side waits for
 # the other to be alive before it reports ready).
+# The runtime runs in its packet plane, which sees an empty environment and writes only its own tmpfs: the
+# stand-in's switches are passed on by name and its files live in a directory the plane may write in
+# (the engine's test hooks TUNNELGATE_PLANE_PASS_ENVIRONMENT and TUNNELGATE_PLANE_TEST_DIRECTORY).
+HOOKS=$TG_TMP/hooks
+mkdir -p "$HOOKS" && chmod 1777 "$HOOKS"
 up_bg() {
   local ns=$1 cfg=$2 tag=$3
-  mkdir -p "$TG_TMP/ctl-$tag"
-  ip netns exec "$ns" env MESHGUARD_STANDIN_CONTROL="$TG_TMP/ctl-$tag" \
-    MESHGUARD_STANDIN_LOG="$TG_TMP/log-$tag" "$TG" up "$cfg" --detach >"$TG_TMP/up-$tag.out" 2>&1 &
+  mkdir -p "$HOOKS/ctl-$tag" && chmod 1777 "$HOOKS/ctl-$tag"
+  ip netns exec "$ns" env MESHGUARD_STANDIN_CONTROL="$HOOKS/ctl-$tag" MESHGUARD_STANDIN_LOG="$HOOKS/log-$tag" \
+    TUNNELGATE_PLANE_PASS_ENVIRONMENT=MESHGUARD_STANDIN_CONTROL,MESHGUARD_STANDIN_LOG TUNNELGATE_PLANE_TEST_DIRECTORY="$HOOKS" \
+    "$TG" up "$cfg" --detach >"$TG_TMP/up-$tag.out" 2>&1 &
 }
 up_pair() { # CONFIG-A CONFIG-B LABEL
   up_bg "$NS_C" "$1" a; local pa=$!
@@ -142,6 +148,8 @@ config "$TG_TMP/b.json" mgb "$seed_b" "$C_ETH0_4:$PORT" "{\"$id_a\": [\"$ip_a/32
 run ip netns exec "$NS_C" "$TG" plan "$TG_TMP/a.json"
 check_match "the plan says the mtu and the 1,396-byte tunnel limit" 'runtime: MeshGuard .*mtu 1396.*1396 bytes' "$TG_OUT"
 up_pair "$TG_TMP/a.json" "$TG_TMP/b.json" prefixes
+# MeshGuard runs in C's packet plane; its environment is the stand-in's two switches, passed by name.
+tg_check_plane mesh "$NS_C" mga "$(printf 'MESHGUARD_STANDIN_CONTROL=%s\nMESHGUARD_STANDIN_LOG=%s' "$HOOKS/ctl-a" "$HOOKS/log-a")"
 check_eq "the TUN's MTU is 1396" 1396 "$(ip -n "$NS_C" -j link show mga | jq '.[0].mtu')"
 check_eq "C's TUN holds C's derived mesh address" "$ip_a/16" \
   "$(ip -n "$NS_C" -j addr show dev mga | jq -r '.[0].addr_info[] | select(.family == "inet") | "\(.local)/\(.prefixlen)"')"
@@ -179,7 +187,7 @@ wait_for "[prefixes] a packet with no peer is dropped and counted" 3 \
   bash -c "ip netns exec $NS_C $TG message mga status | jq -e '.dropsNoPeer >= 1' >/dev/null"
 
 # --- a spoofed source from L ----------------------------------------------------------------------------
-touch "$TG_TMP/ctl-b/spoof"
+touch "$HOOKS/ctl-b/spoof"
 wait_for "[spoof] a packet from L with source $NOBODY is dropped and counted at C" 3 \
   bash -c "ip netns exec $NS_C $TG message mga status | jq -e '.dropsSpoofed == 1' >/dev/null"
 check_ping "[spoof] the tunnel still works" "$NS_C" "$ip_b"
@@ -222,8 +230,8 @@ down_pair
 
 # --- meshguard_destroy exactly once per process ------------------------------------------------------------
 for tag in a b; do
-  bad=$(awk '{n[$2 " " $1]++; pid[$2] = 1} END {for (p in pid) if (n[p " init"] != 1 || n[p " destroy"] != 1) print p, n[p " init"]+0, n[p " destroy"]+0}' "$TG_TMP/log-$tag")
-  check_eq "[$tag] every process called meshguard_init and meshguard_destroy exactly once ($(grep -c destroy "$TG_TMP/log-$tag") processes)" "" "$bad"
+  bad=$(awk '{n[$2 " " $1]++; pid[$2] = 1} END {for (p in pid) if (n[p " init"] != 1 || n[p " destroy"] != 1) print p, n[p " init"]+0, n[p " destroy"]+0}' "$HOOKS/log-$tag")
+  check_eq "[$tag] every process called meshguard_init and meshguard_destroy exactly once ($(grep -c destroy "$HOOKS/log-$tag") processes)" "" "$bad"
 done
 
 # --- a library without a required symbol -------------------------------------------------------------------

@@ -20,6 +20,8 @@ MANAGER=${TG_MANAGER_EXAMPLE:-$TG_ROOT/.build/debug/tunnelgate-manager-example}
 [ -x "$PROVIDER" ] && [ -x "$MANAGER" ] || tg_bail "the example host and manager are built ($PROVIDER, $MANAGER)" "build them with: swift build"
 tg_require_binary
 tg_topology_up
+# The provider runs in its packet plane: its switches and files reach it through the test hooks.
+tg_plane_test_hooks TG_NE_REMOTE TG_NE_DNS TG_NE_REAPPLY_EXCLUDE TG_NE_COUNT_FILE TG_NE_STOP_FILE
 
 resolv=/etc/netns/$NS_C/resolv.conf
 mkdir -p "/etc/netns/$NS_C"
@@ -28,8 +30,8 @@ printf 'nameserver %s\n' "$R_C0_4" >"$resolv"
 resolv_before=$(cat "$resolv")
 tg_snapshot "$NS_C" "$TG_TMP/before"
 
-count_file=$TG_TMP/count
-stop_file=$TG_TMP/stops
+count_file=$TG_HOOKS/count
+stop_file=$TG_HOOKS/stops
 # The manager's environment is the provider host's (startVPNTunnel spawns it with the caller's environment).
 in_c() { ip netns exec "$NS_C" env TG_NE_REMOTE="$CARRIER4" TG_NE_DNS=10.8.0.1 \
   TG_NE_COUNT_FILE="$count_file" TG_NE_STOP_FILE="$stop_file" "$@"; }

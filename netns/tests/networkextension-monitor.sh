@@ -21,6 +21,8 @@ PROVIDER=${TG_PROVIDER_EXAMPLE:-$TG_ROOT/.build/debug/tunnelgate-provider-exampl
 [ -x "$PROVIDER" ] || tg_bail "the example host is built at $PROVIDER" "build it with: swift build"
 tg_require_binary
 tg_topology_up
+# The provider runs in its packet plane: its switches and files reach it through the test hooks.
+tg_plane_test_hooks TG_NE_REMOTE TG_NE_DNS TG_NE_REAPPLY_EXCLUDE TG_NE_COUNT_FILE TG_NE_STOP_FILE
 
 resolv=/etc/netns/$NS_C/resolv.conf
 mkdir -p "/etc/netns/$NS_C"
@@ -29,7 +31,7 @@ printf 'nameserver %s\n' "$R_C0_4" >"$resolv"
 resolv_before=$(cat "$resolv")
 tg_snapshot "$NS_C" "$TG_TMP/before"
 
-stop_file=$TG_TMP/stops
+stop_file=$TG_HOOKS/stops
 log=$TG_TMP/provider.log
 ip netns exec "$NS_C" env TG_NE_REMOTE="$CARRIER4" TG_NE_DNS=10.8.0.1 TG_NE_REAPPLY_EXCLUDE="$EXCLUDED4" \
   TG_NE_STOP_FILE="$stop_file" "$PROVIDER" --provider counting --include-all-networks >"$log" 2>&1 &

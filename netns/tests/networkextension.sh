@@ -17,6 +17,8 @@ PROVIDER=${TG_PROVIDER_EXAMPLE:-$TG_ROOT/.build/debug/tunnelgate-provider-exampl
 [ -x "$PROVIDER" ] || tg_bail "the example host is built at $PROVIDER" "build it with: swift build"
 tg_require_binary
 tg_topology_up
+# The provider runs in its packet plane: its switches and files reach it through the test hooks.
+tg_plane_test_hooks TG_NE_REMOTE TG_NE_DNS TG_NE_REAPPLY_EXCLUDE TG_NE_COUNT_FILE TG_NE_STOP_FILE
 
 resolv=/etc/netns/$NS_C/resolv.conf
 mkdir -p "/etc/netns/$NS_C"
@@ -25,8 +27,8 @@ printf 'nameserver %s\n' "$R_C0_4" >"$resolv"
 resolv_before=$(cat "$resolv")
 tg_snapshot "$NS_C" "$TG_TMP/before"
 
-count_file=$TG_TMP/count
-stop_file=$TG_TMP/stops
+count_file=$TG_HOOKS/count
+stop_file=$TG_HOOKS/stops
 ip netns exec "$NS_C" env TG_NE_REMOTE="$CARRIER4" TG_NE_DNS=10.8.0.1 TG_NE_REAPPLY_EXCLUDE="$EXCLUDED4" \
   TG_NE_COUNT_FILE="$count_file" TG_NE_STOP_FILE="$stop_file" \
   "$PROVIDER" --provider counting >"$TG_TMP/provider.log" 2>&1 &
@@ -45,7 +47,19 @@ table4=$(tg_tunnel_table "$NS_C" 4)
 check_match "the tunnel's IPv4 table has NEIPv4Route.default() into tg0" '^default dev tg0( |$)' \
   "$(ip -n "$NS_C" -4 route show table "${table4:-none}" 2>&1)"
 check_route "$INCLUDED4 is looked up into tg0" "$NS_C" "$INCLUDED4" tg0
-check_route "tunnelRemoteAddress $CARRIER4 is kept off the tunnel (eth0)" "$NS_C" "$CARRIER4" eth0
+# The provider's own sockets (its packet plane's user) reach the server outside the tunnel; anyone else's
+# packets to it go into the tunnel.
+plane_uid=$(tg_plane_uid "$NS_C" tg0)
+check "the provider runs in a packet plane of its own uid ($plane_uid)" test -n "$plane_uid"
+# The provider's plane, from outside: its environment is the plane marker and the test's switches.
+tg_check_plane provider "$NS_C" tg0 "$(printf '%s\n' "TG_NE_COUNT_FILE=$count_file" TG_NE_DNS=10.8.0.1 \
+  "TG_NE_REAPPLY_EXCLUDE=$EXCLUDED4" "TG_NE_REMOTE=$CARRIER4" "TG_NE_STOP_FILE=$stop_file" TUNNELGATE_PROVIDER_PLANE=1 | sort)"
+provider_engine=$(pgrep -f -o "^$PROVIDER --provider counting" || true)
+check_match "the provider host's engine keeps only the engine's capabilities" '^CapEff:[[:space:]]+00000000002855e6$' \
+  "$(cat "/proc/${provider_engine:-0}/status" 2>&1)"
+check_eq "tunnelRemoteAddress $CARRIER4 is kept off the tunnel for the provider's sockets (eth0)" eth0 \
+  "$(ip -n "$NS_C" route get "$CARRIER4" uid "${plane_uid:-0}" 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p')"
+check_route "... and anyone else's packets to it go into tg0" "$NS_C" "$CARRIER4" tg0
 check_match "NEDNSSettings servers are C's resolv.conf" '^nameserver 10\.8\.0\.1$' "$(cat "$resolv" 2>&1)"
 tg_run ip netns exec "$NS_C" "$TG" status tg0
 check_rc "tunnelgate status tg0 sees the provider's tunnel" 0

@@ -135,6 +135,15 @@ l_conf "$C_PUB"
 c_config
 c_up
 check "the private key is on no command line while the tunnel runs" bash -c "! grep -qF -f '$TG_TMP/c.key' /proc/[0-9]*/cmdline"
+# The device runs in the tunnel's packet plane, on the engine's sockets.
+tg_check_plane wireguard "$NS_C" "$TGW"
+plane=$(in_c "$TG" status "$TGW" --json | jq -r '.planePID // empty')
+engine=$(tg_tunnel_pids "$NS_C" | head -n 1)
+check_match "the plane holds the carrier socket on UDP port 51821" "pid=${plane:-none}," "$(in_c ss -u -a -n -p 'sport = :51821')"
+check_match "... which carries the tunnel's fwmark (set by the engine: the plane may not)" \
+  "fwmark:0x$(printf %x $((7460 + $(in_c "$TG" status "$TGW" --json | jq -r '.slot // 0'))))" "$(in_c ss -u -a -n -e 'sport = :51821')"
+check_match "the plane serves wg(8)'s socket, which the engine made" "pid=${plane:-none}," "$(in_c ss -x -l -p | grep "/var/run/wireguard/$TGW.sock")"
+check_eq "... owned by root, owner-only" "0 600 socket" "$(stat -c '%u %a %F' "/var/run/wireguard/$TGW.sock" | sed 's/^\(.* .*\) .*socket$/\1 socket/')"
 check_ping "[C initiates] ping 10.70.0.2 crosses the tunnel" "$NS_C" 10.70.0.2
 check "wireguard-go saw a handshake from Tunnelgate" test "$(l_handshake_time)" -gt 0
 check_ping "ping fd70::2 (IPv6 inside the tunnel)" "$NS_C" fd70::2
@@ -169,6 +178,13 @@ run in_c wg set "$TGW" listen-port 51821 peer "$X_PUB" allowed-ips 10.72.0.0/24 
 check_rc_nonzero "wg set with a bad endpoint fails"
 check_match "... and wg(8) names the reason Tunnelgate gave" "Invalid argument" "$TG_ERR"
 check_no_match "... and changes nothing" "10.72.0.0/24" "$(in_c wg show "$TGW" allowed-ips)"
+# The plane may neither bind nor mark: the engine's sockets stay as the engine made them.
+run in_c wg set "$TGW" listen-port 51830
+check_rc_nonzero "wg set listen-port is refused (the carrier sockets are the engine's)"
+check_match "... C still listens on 51821 only" "51821" "$(in_c wg show "$TGW" listen-port)"
+run in_c wg set "$TGW" fwmark 0x99
+check_rc_nonzero "wg set fwmark is refused"
+check_no_match "... and no socket carries it" "fwmark:0x99" "$(in_c ss -u -a -n -e)"
 run in_c wg set "$TGW" peer "$X_PUB" remove
 check_no_match "wg set removes it again" "$(re "$X_PUB")" "$(in_c wg show "$TGW" peers)"
 
@@ -348,6 +364,19 @@ check_ping "and back" "$NS_L" fd70::1
 iperf "TCP Tunnelgate ⇄ Tunnelgate" "$NS_L" 10.70.0.2 "$NS_C"
 run in_l "$TG" down "$TGL"
 c_down
+
+# --- The engine killed: its plane goes with it, and down removes wg(8)'s socket --------------------------
+c_config
+c_up "tunnelgate up (to be killed)"
+plane=$(in_c "$TG" status "$TGW" --json | jq -r '.planePID // empty')
+engine=$(tg_tunnel_pids "$NS_C" | head -n 1)
+kill -KILL "$engine"
+wait_for "the engine killed: its packet plane ends too (parent-death signal)" 10 bash -c "[ -n '$plane' ] && [ ! -d /proc/$plane ]"
+check "... leaving wg(8)'s socket behind" test -S "/var/run/wireguard/$TGW.sock"
+run in_c "$TG" down "$TGW"
+check_rc "tunnelgate down after the crash" 0
+check "... removes the dead plane's wg(8) socket" test ! -e "/var/run/wireguard/$TGW.sock"
+check_no_match "... and wg show no longer lists the interface" "^$TGW\$" "$(in_c wg show interfaces | tr ' ' '\n')"
 
 # --- Errors before anything is touched ------------------------------------------------------------------
 c_config

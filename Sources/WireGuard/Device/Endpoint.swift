@@ -82,6 +82,21 @@ public struct Endpoint: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The address in the struct sockaddr_storage at `storage` (what recvmmsg filled); nil for
+    /// another family.
+    init?(socketAddress storage: UnsafeRawPointer) {
+        self.init(storage.assumingMemoryBound(to: sockaddr_storage.self))
+    }
+
+    /// Writes this endpoint as a struct sockaddr_in or sockaddr_in6 at `storage` (which has room for
+    /// a sockaddr_storage); returns its length.
+    func store(to storage: UnsafeMutableRawPointer) -> Int {
+        withSockaddr { address, length in
+            storage.copyMemory(from: address, byteCount: Int(length))
+            return Int(length)
+        }
+    }
+
     /// Calls `body` with this endpoint as a `struct sockaddr`.
     func withSockaddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
         switch address {

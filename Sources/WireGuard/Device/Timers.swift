@@ -1,4 +1,4 @@
-import Glibc
+import LinuxSystem
 
 /// The timer values the device runs on (whitepaper §6.1), in seconds.
 ///
@@ -22,7 +22,7 @@ public struct WireGuardTimers: Sendable, Equatable {
 
     /// The standard timers, scaled when the test variable is set to a factor in (0, 1].
     public static func fromEnvironment() -> WireGuardTimers {
-        guard let raw = getenv(testScaleVariable), let factor = Double(String(cString: raw)),
+        guard let raw = ProcessControl.environmentValue(testScaleVariable), let factor = Double(raw),
               factor > 0, factor <= 1 else { return .standard }
         return WireGuardTimers.standard.scaled(by: factor)
     }

@@ -1,0 +1,44 @@
+import FoundationEssentials
+import LinuxSystem
+import RuntimeABI
+import TUN
+import RuntimeABI
+
+/// NEVPNStatus, as Tunnelgate reports it.
+public enum TunnelStatus: String, Codable, Sendable {
+    case disconnected, connecting, connected, reasserting, disconnecting
+}
+
+/// What the owner of a tunnel publishes in NAME.state for `status` and `down`.
+public struct TunnelRecord: Codable, Sendable, Equatable {
+    public var name: String
+    public var pid: Int32
+    public var status: TunnelStatus
+    public var slot: Int
+    public var configPath: String?
+    public var since: Double
+    /// The runtime's own status JSON, as it last reported it (secrets scrubbed).
+    public var runtimeStatus: String?
+    /// Which DNS backend the tunnel's dnsSettings went to.
+    public var dnsBackend: String?
+    /// The namespace the tunnel's interface was moved into (isolate mode).
+    public var isolatedIn: String?
+    /// Whose packets to the carriers bypass the tunnel, in words (TunnelPlan.carrierExemption).
+    public var carrierExemption: String?
+    /// The packet plane's pid and uid (the unprivileged process that runs the runtime), while it runs.
+    public var planePID: Int32?
+    public var planeUser: UInt32?
+    public var counters: PacketCounters?
+
+    public func write(to path: String) throws(SystemCallError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let data = (try? encoder.encode(self)) ?? Data()
+        try FileSystem.writeAtomically(path, Array(data))
+    }
+
+    public static func read(from path: String) -> TunnelRecord? {
+        guard let bytes = try? FileSystem.read(path) else { return nil }
+        return try? JSONDecoder().decode(TunnelRecord.self, from: Data(bytes))
+    }
+}

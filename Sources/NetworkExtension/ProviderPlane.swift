@@ -1,0 +1,149 @@
+import CPlaneSeccomp
+import Foundation
+import LinuxSystem
+import PlaneProtocol
+import Synchronization
+
+/// A provider's packet plane: the sandboxed, unprivileged process the host's engine starts (its own
+/// executable again, with the same arguments) in which the provider class actually runs, as an iOS
+/// packet-tunnel provider runs in its extension's process. It holds no privilege: setTunnelNetworkSettings
+/// is a request to the engine over the plane's channel (descriptor 3), answered with nil or an error,
+/// and with the TUN's descriptor when the engine made one; packetFlow reads and writes that TUN here.
+/// The engine asks for stopTunnel and app messages over the same channel.
+final class ProviderPlane: NEProviderSystem, @unchecked Sendable {
+    // @unchecked Sendable: `pending` is a Mutex, the provider is called on `providerQueue` only, the
+    // channel is received from on the thread that runs `run`.
+    static let marker = "TUNNELGATE_PROVIDER_PLANE"
+
+    /// True in a provider's packet plane (the engine sets the marker in the plane's otherwise empty
+    /// environment).
+    static var isPlane: Bool { ProcessControl.environmentValue(marker) == "1" }
+
+    // nonisolated(unsafe): received from by one thread only (run, or the handoff before it); sends are
+    // whole datagrams, which the kernel keeps apart.
+    nonisolated(unsafe) static let channel = ChannelEndpoint<PlaneMessage, EngineMessage>(SeqPacketChannel(FileDescriptor(rawValue: 3)))
+
+    /// The engine's first message: the manager's handoff (or none). Waits up to 10 s.
+    static func receiveHandoff() -> TunnelgateHostHandoff? {
+        let deadline = ProcessControl.monotonicSeconds() + 10
+        while ProcessControl.monotonicSeconds() < deadline {
+            if case .message(.provider(let handoff), _, _)? = try? channel.receive() {
+                return handoff.flatMap { TunnelgateHostHandoff.decode(json: $0.text) }
+            }
+            _ = try? Poll.readable(channel.descriptor, timeoutMilliseconds: 100)
+        }
+        return nil
+    }
+
+    /// What the plane does before the provider starts: not dumpable, and the seccomp allow-list.
+    static func lockDown() throws(SystemCallError) {
+        try ProcessControl.protectSecrets()
+        var error = [CChar](repeating: 0, count: 256)
+        let rc = CPlaneSeccomp_install(Int32(CPlaneSeccomp_refuse_eperm.rawValue), ProcessControl.id, &error, error.count)
+        guard rc == 0 else { throw SystemCallError("seccomp (\(String(cString: error)))", Errno(rawValue: -rc)) }
+    }
+
+    private let providerQueue = DispatchQueue(label: "tunnelgate.provider")
+    private let pending = Mutex<[UInt64: @Sendable ((any Error)?) -> Void]>([:])
+    private let nextID = Atomic<UInt64>(1)
+    private let cancelled = Atomic<Bool>(false)
+    private let startFailed = Atomic<Bool>(false)
+    private let log: @Sendable (String) -> Void
+
+    init(log: @escaping @Sendable (String) -> Void) { self.log = log }
+
+    private func send(_ message: PlaneMessage, descriptors: [FileDescriptor] = []) {
+        do throws(SystemCallError) { try Self.channel.send(message, descriptors: descriptors) } catch {
+            log("the channel to the engine: \(error)")
+        }
+    }
+
+    /// Runs the provider until the engine says stop, the provider cancels, or the engine goes.
+    func run(_ provider: NEPacketTunnelProvider, options: [String: NSObject]?) -> Int32 {
+        provider.system = self
+        nonisolated(unsafe) let options = options
+        providerQueue.async { [self] in
+            provider.startTunnel(options: options) { [self] error in
+                if error != nil { startFailed.store(true, ordering: .releasing) }
+                send(.started(error: error.map(Self.providerError)))
+            }
+        }
+        while true {
+            if cancelled.load(ordering: .acquiring) || startFailed.load(ordering: .acquiring) {
+                provider.packetFlow.close()
+                return 1
+            }
+            let event: ChannelEndpoint<PlaneMessage, EngineMessage>.Event?
+            do throws(SystemCallError) { event = try Self.channel.receive() } catch {
+                log("the channel to the engine: \(error)")
+                provider.packetFlow.close()
+                return 1
+            }
+            guard let event else {
+                _ = try? Poll.readable(Self.channel.descriptor, timeoutMilliseconds: 100)
+                continue
+            }
+            switch event {
+            case .closed:
+                provider.packetFlow.close()
+                return 1
+            case .garbage(let why):
+                log("garbage from the engine: \(why)")
+            case .message(.applied(let id, let error, let code), _, let fds):
+                if let tun = fds.first { provider.packetFlow.bind(tun) }
+                for extra in fds.dropFirst() { extra.close() }
+                let completion = pending.withLock { $0.removeValue(forKey: id) }
+                let result: NSError? = error.map {
+                    TunnelgateProviderHost.error(NETunnelProviderError(rawValue: code ?? 0) ?? .networkSettingsFailed, $0)
+                }
+                nonisolated(unsafe) let sendable = result
+                providerQueue.async { completion?(sendable) }
+            case .message(.message(let id, let data), _, let fds):
+                for fd in fds { fd.close() }
+                providerQueue.async { [self] in
+                    provider.handleAppMessage(Data(data)) { [self] reply in
+                        send(.reply(id: id, data: reply.map { Array($0) }, error: nil))
+                    }
+                }
+            case .message(.stopTunnel(let code), _, let fds):
+                for fd in fds { fd.close() }
+                let done = DispatchSemaphore(value: 0)
+                let reason = NEProviderStopReason(rawValue: code) ?? .userInitiated
+                providerQueue.async { provider.stopTunnel(with: reason) { done.signal() } }
+                if done.wait(timeout: .now() + 20) == .timedOut { log("stopTunnel did not complete within 20 s") }
+                provider.packetFlow.close()
+                return 0
+            case .message(.stop, _, let fds):
+                for fd in fds { fd.close() }
+                provider.packetFlow.close()
+                return 0
+            case .message(_, _, let fds):
+                for fd in fds { fd.close() }
+            }
+        }
+    }
+
+    // MARK: NEProviderSystem
+
+    func setTunnelNetworkSettings(_ settings: NETunnelNetworkSettings?, for provider: NEPacketTunnelProvider,
+                                  completionHandler: @escaping @Sendable ((any Error)?) -> Void) {
+        let id = nextID.add(1, ordering: .relaxed).oldValue
+        pending.withLock { $0[id] = completionHandler }
+        let json = settings.flatMap { (try? JSONEncoder().encode(NetworkSettingsWire($0))).map { JSONText(String(decoding: $0, as: UTF8.self)) } }
+        send(.apply(id: id, settings: json))
+    }
+
+    func reassertingChanged(_ reasserting: Bool, for provider: NEPacketTunnelProvider) {
+        send(.reasserting(reasserting))
+    }
+
+    func cancelTunnel(with error: (any Error)?, for provider: NEPacketTunnelProvider) {
+        send(.cancel(error: error.map(Self.providerError)))
+        cancelled.store(true, ordering: .releasing)
+    }
+
+    static func providerError(_ error: any Error) -> ProviderError {
+        let e = error as NSError
+        return ProviderError(message: e.localizedDescription, domain: e.domain, code: e.code)
+    }
+}

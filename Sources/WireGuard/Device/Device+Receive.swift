@@ -1,0 +1,131 @@
+import TUN
+import TunnelgateSettings
+
+// Receiving: UDP → open → cryptokey routing → TUN (wireguard-go's receive.go). A recvmmsg batch is
+// dispatched by message type; a transport message is checked against its session's replay window,
+// opened in place, and its packet, if the sender may use its source address, written to the TUN from
+// where it lies, the whole batch's packets in one batch write.
+
+extension WireGuardDevice {
+    /// Up to two recvmmsg batches per wake-up, so the TUN side gets its turn. What a batch decrypted
+    /// goes to the TUN as one batch write before the next recvmmsg reuses its slots.
+    func receiveDatagrams(_ family: IPFamily, now: Double) {
+        for _ in 0..<2 {
+            let n = bind.receive(family, into: received)
+            guard n > 0 else { return }
+            for i in 0..<n {
+                let (datagram, source) = received.datagram(i)
+                guard let source else { continue }
+                dispatch(datagram, from: source, now: now)
+            }
+            flushTunWrites()
+            if n < DatagramBatch.capacity { return }
+        }
+    }
+
+    func dispatch(_ datagram: UnsafeMutableRawBufferPointer, from source: Endpoint, now: Double) {
+        let bytes = UnsafeRawBufferPointer(datagram)
+        switch MessageType.classify(bytes) {
+        case .initiation: handleInitiation(bytes, from: source, now: now)
+        case .response: handleResponse(bytes, from: source, now: now)
+        case .cookieReply: handleCookieReply(bytes, now: now)
+        case .transport: handleTransport(datagram, from: source, now: now)
+        case nil: counters.dropsMalformedDatagram += 1
+        }
+    }
+
+    func handleTransport(_ datagram: UnsafeMutableRawBufferPointer, from source: Endpoint, now: Double) {
+        let receiver = datagram.loadUnaligned(fromByteOffset: 4, as: UInt32.self).littleEndian
+        let counter = datagram.loadUnaligned(fromByteOffset: 8, as: UInt64.self).littleEndian
+        guard let id = indexTable[receiver], let peer = peers[id], let slot = peer.slot(of: receiver) else {
+            counters.dropsUnknownIndex += 1
+            return
+        }
+        // The session is copied only inside this block: a copy still alive when acceptCounter marks the
+        // window would make the window's storage copy itself (copy-on-write) for every packet.
+        let keypair: Keypair
+        do {
+            guard let session = peer.session(slot) else {
+                counters.dropsUnknownIndex += 1
+                return
+            }
+            guard now - session.created < timers.rejectAfterTime else {
+                counters.dropsExpiredSession += 1
+                return
+            }
+            guard session.replay.wouldAccept(counter) else {
+                counters.dropsReplay += 1
+                return
+            }
+            keypair = session.keypair
+        }
+        guard let opened = Transport.decodeTransport(keypair: keypair, datagram: datagram) else {
+            counters.dropsAuthentication += 1
+            return
+        }
+        guard peer.acceptCounter(opened.counter, in: slot) else {
+            counters.dropsReplay += 1
+            return
+        }
+        peer.rxBytes += UInt64(datagram.count)
+        if slot == .next {
+            // The initiator used the new session: it is confirmed, and becomes current.
+            let confirmed = peer.next!
+            peer.next = nil
+            rotate(peer, in: confirmed)
+            handshakeCompleted(peer, now: now)
+            _ = sendStaged(peer, now: now)
+        }
+        authenticatedPacketReceived(peer, from: source, now: now)
+        if opened.plaintext.isEmpty {
+            counters.keepalivesReceived += 1
+        } else {
+            if peer.keepaliveAt == nil { peer.keepaliveAt = now + timers.keepaliveTimeout }
+            deliver(datagram, plaintext: opened.plaintext, from: peer)
+        }
+        if let current = peer.current, current.keypair.isInitiator,
+           now - current.created >= timers.rekeyOnReceiveAge {
+            initiateHandshake(peer, now: now, retransmit: false)
+        }
+    }
+
+    /// Queues a decrypted packet (`plaintext` in `datagram`) for the TUN when it is one IP packet
+    /// (its padding cut off) whose source the sender is allowed to use. It stays where it was
+    /// decrypted: a TUN with offloads gets a zeroed virtio_net_hdr (GSO_NONE) written over the spent
+    /// transport header just before the plaintext, so the packet and its header go in one write
+    /// without a copy (`flushTunWrites`).
+    func deliver(_ datagram: UnsafeMutableRawBufferPointer, plaintext range: Range<Int>, from peer: Peer) {
+        let plaintext = UnsafeRawBufferPointer(rebasing: datagram[range])
+        let length: Int
+        switch plaintext[0] >> 4 {
+        case 4 where plaintext.count >= 20:
+            length = Int(plaintext[2]) << 8 | Int(plaintext[3])
+        case 6 where plaintext.count >= 40:
+            length = (Int(plaintext[4]) << 8 | Int(plaintext[5])) + 40
+        default:
+            counters.dropsMalformedPacket += 1
+            return
+        }
+        guard length <= plaintext.count, length >= 20 else {
+            counters.dropsMalformedPacket += 1
+            return
+        }
+        let packet = UnsafeRawBufferPointer(rebasing: plaintext[0..<length])
+        guard allowed.lookup(packet: packet, source: true) == peer.id else {
+            counters.dropsSpoofedSource += 1
+            return
+        }
+        precondition(range.lowerBound >= (tunHeader ? VirtioNetHeader.size : 0), "the transport header leaves room for the virtio_net_hdr")
+        tunWrites.append(UnsafeMutableRawBufferPointer(start: datagram.baseAddress! + range.lowerBound, count: length))
+    }
+
+    /// Writes the packets `deliver` queued, in order, in one batch.
+    func flushTunWrites() {
+        guard !tunWrites.isEmpty else { return }
+        let written = tun.write(tunWrites)
+        counters.packetsReceived += UInt64(written.packets)
+        counters.bytesReceived += UInt64(written.bytes)
+        counters.tunWriteErrors += UInt64(tunWrites.count - written.packets)
+        tunWrites.removeAll()
+    }
+}

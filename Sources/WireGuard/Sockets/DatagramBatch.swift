@@ -1,0 +1,86 @@
+import LinuxSystem
+
+/// Datagrams gathered for one sendmmsg, or filled by one recvmmsg: fixed
+/// slots in one allocation, each with its peer's address (a struct sockaddr
+/// per slot, `SocketAddress.storageSize` bytes). No allocation per packet;
+/// the device thread owns it. A `Bind` sends and fills it.
+///
+/// With `segmentation`, a run of datagrams to one address that are all of one length but the last
+/// (the sealed segments of a TCP super-packet) goes as one message with UDP_SEGMENT (UDP GSO): the
+/// kernel looks the route up once and takes one buffer down the stack for up to 64 datagrams. If
+/// the kernel refuses (EIO, EINVAL, ENOPROTOOPT, EOPNOTSUPP), that run goes a datagram at a time
+/// and segmentation stays off.
+public final class DatagramBatch {
+    public static let capacity = 64
+    public let slotSize: Int
+    private let buffers: UnsafeMutableRawPointer
+    private let lengths: UnsafeMutablePointer<Int>
+    private let addresses: UnsafeMutableRawPointer
+    private let addressLengths: UnsafeMutablePointer<UInt32>
+    private static let addressSize = SocketAddress.storageSize
+    public private(set) var count = 0
+    /// Whether flush may send runs with UDP_SEGMENT; cleared for good when the kernel refuses it.
+    public private(set) var segmentation: Bool
+    /// Messages sent with UDP_SEGMENT.
+    public private(set) var segmentedSends: UInt64 = 0
+
+    public init(slotSize: Int, segmentation: Bool = false) {
+        self.segmentation = segmentation
+        self.slotSize = (slotSize + 15) & ~15
+        buffers = .allocate(byteCount: self.slotSize * Self.capacity, alignment: 16)
+        lengths = .allocate(capacity: Self.capacity)
+        addresses = .allocate(byteCount: Self.addressSize * Self.capacity, alignment: 8)
+        addressLengths = .allocate(capacity: Self.capacity)
+    }
+
+    deinit {
+        buffers.deallocate()
+        lengths.deallocate()
+        addresses.deallocate()
+        addressLengths.deallocate()
+    }
+
+    public var isFull: Bool { count == Self.capacity }
+    public var isEmpty: Bool { count == 0 }
+
+    /// Where the next datagram is written before `commit`.
+    public var nextSlot: UnsafeMutableRawBufferPointer {
+        UnsafeMutableRawBufferPointer(start: buffers + count * slotSize, count: slotSize)
+    }
+
+    /// Takes the `length` bytes written at `nextSlot` as a datagram to (or, received, from) `endpoint`.
+    public func commit(length: Int, to endpoint: Endpoint) {
+        lengths[count] = length
+        addressLengths[count] = UInt32(endpoint.store(to: addresses + count * Self.addressSize))
+        count += 1
+    }
+
+    /// Datagram `i` and its peer: where it came from (received), or where it goes (to send).
+    public func datagram(_ i: Int) -> (bytes: UnsafeMutableRawBufferPointer, source: Endpoint?) {
+        let bytes = UnsafeMutableRawBufferPointer(start: buffers + i * slotSize, count: min(lengths[i], slotSize))
+        return (bytes, Endpoint(socketAddress: addresses + i * Self.addressSize))
+    }
+
+    /// Forgets every datagram (a send that took them, or a receive about to fill the batch).
+    public func removeAll() { count = 0 }
+
+    /// Sends every datagram with sendmmsg on `socket`; returns how many failed. The batch is empty after.
+    func flush(_ socket: FileDescriptor) -> Int {
+        guard count > 0 else { return 0 }
+        let sent = (try? socket.sendDatagrams(from: buffers, slotSize: slotSize, lengths: lengths, count: count,
+                                               addresses: addresses, addressLengths: addressLengths,
+                                               segmentation: &segmentation)) ?? (sent: 0, segmented: 0)
+        segmentedSends += UInt64(sent.segmented)
+        let failed = count - sent.sent
+        count = 0
+        return failed
+    }
+
+    /// Fills the batch with what recvmmsg has waiting on `socket`; returns the count (0: nothing waiting).
+    func receive(_ socket: FileDescriptor) -> Int {
+        let n = (try? socket.receiveDatagrams(into: buffers, slotSize: slotSize, count: Self.capacity, lengths: lengths,
+                                              addresses: addresses)) ?? 0
+        count = max(0, n)
+        return count
+    }
+}

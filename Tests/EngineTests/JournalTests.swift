@@ -1,0 +1,101 @@
+import Engine
+import Glibc
+import LinuxSystem
+import Netlink
+import TunnelgateSettings
+import XCTest
+
+final class JournalTests: XCTestCase {
+    func testJournalRoundTripAndTornLine() throws {
+        let path = "/tmp/tunnelgate-journal-test-\(getpid())"
+        defer { FileSystem.remove(path) }
+        let slot = TunnelSlot(index: 3)
+        let journal = try Journal(path: path, name: "tg0", slot: slot)
+        try journal.record(link: "tg0")
+        let routes = [RouteSpec(destination: IPPrefix("0.0.0.0/0")!, table: slot.table),
+                      RouteSpec(destination: IPPrefix("10.0.0.0/8")!, table: slot.table, gateway: IPAddress("10.8.0.1")),
+                      RouteSpec(destination: IPPrefix("2001:db8::10/128")!, type: .throw, table: slot.table)]
+        let rules = [RuleSpec(family: .ipv6, priority: slot.lookupPriority, table: slot.table, fwmark: slot.fwmark, fwmask: 0xffff_ffff, invert: true)]
+        try journal.record(routes: routes, rules: rules)
+        var read = try XCTUnwrap(try Journal.read(path: path))
+        XCTAssertEqual(read.name, "tg0")
+        XCTAssertEqual(read.slot, slot)
+        XCTAssertEqual(read.links, ["tg0"])
+        XCTAssertEqual(read.routes, routes)
+        XCTAssertEqual(read.rules, rules)
+        XCTAssertFalse(read.committed)
+        // A process killed mid-write leaves a torn last line: it is ignored.
+        let fd = try FileDescriptor.open(path, O_WRONLY | O_APPEND)
+        try fd.writeAll(Array("route 7463 thr".utf8))
+        fd.close()
+        read = try XCTUnwrap(try Journal.read(path: path))
+        XCTAssertEqual(read.routes, routes)
+        try journal.recordCommitted()
+        XCTAssertTrue(try XCTUnwrap(try Journal.read(path: path)).committed == false,
+                      "a record appended after a torn line is part of that line, so not taken as committed")
+    }
+
+    func testSlotArithmetic() {
+        let s = TunnelSlot(index: 2)
+        XCTAssertEqual(s.table, 7462)
+        XCTAssertEqual(s.fwmark, 7462)
+        XCTAssertEqual(s.priorities, 7420...7429)
+        XCTAssertEqual(s.lookupPriority, 7425)
+        XCTAssertEqual(TunnelSlot(table: 7462), s)
+        XCTAssertNil(TunnelSlot(table: 254))
+    }
+
+    func testPlanOrderAndWording() throws {
+        let json = #"{"name": "tg0", "tunnelRemoteAddress": "198.18.0.10", "mtu": 1400, "ipv4Settings": {"addresses": ["10.8.0.2"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["0.0.0.0/0", {"destinationAddress": "10.1.0.0", "subnetMask": "255.255.0.0", "gatewayAddress": "10.8.0.1"}]}}"#
+        let settings = try TunnelSettings.parse(json: Array(json.utf8))
+        // Identified by the slot's mark: the carrier is no throw route (that would let anyone reach it).
+        let plan = TunnelPlan(settings: settings, slot: TunnelSlot(index: 0), carrierAddresses: [IPAddress("198.18.0.10")!])
+        XCTAssertEqual(plan.operations(interfaceIndex: 9).map(\.description), [
+            "ip link set dev tg0 mtu 1400 up",
+            "ip -4 addr add 10.8.0.2/24 dev tg0",
+            "ip -4 route add 0.0.0.0/0 dev tg0 scope global table 7460 proto 72",
+            "ip -4 route add 10.1.0.0/16 via 10.8.0.1 dev tg0 onlink table 7460 proto 72",
+            "ip -4 rule add pref 7405 not fwmark 0x1d24/0xffffffff lookup 7460 proto 72",
+        ])
+        // A runtime that cannot be identified falls back to the address-only throw route.
+        let weak = TunnelPlan(settings: settings, slot: TunnelSlot(index: 0), carrierAddresses: [IPAddress("198.18.0.10")!],
+                              carrierIdentity: .unidentified(reason: "test"))
+        XCTAssertTrue(weak.operations(interfaceIndex: 9).map(\.description).contains("ip -4 route add throw 198.18.0.10/32 table 7460 proto 72"))
+        XCTAssertTrue(weak.carrierExemption.hasPrefix("by address only"))
+    }
+
+    func testUserIdentityIsExemptOnlyToItsCarriers() throws {
+        let json = #"{"name": "tg0", "tunnelRemoteAddress": "198.18.0.10", "ipv4Settings": {"addresses": ["10.8.0.2"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["0.0.0.0/0"]}, "carrierEndpoints": ["198.18.0.10:51820/udp", "198.18.0.11:443"]}"#
+        let settings = try TunnelSettings.parse(json: Array(json.utf8))
+        let carriers = try settings.pinCarrierEndpoints(using: Fixed())
+        XCTAssertEqual(carriers.map(\.endpointText), ["198.18.0.10:51820/udp", "198.18.0.11:443"])
+        let plan = TunnelPlan(settings: settings, slot: TunnelSlot(index: 1), carriers: carriers, carrierIdentity: .user(64001))
+        XCTAssertEqual(plan.rules.map(\.description), [
+            "pref 7413 to 198.18.0.10/32 ipproto udp dport 51820 uidrange 64001-64001 goto 7416 proto 72",
+            "pref 7413 to 198.18.0.11/32 ipproto udp dport 443 uidrange 64001-64001 goto 7416 proto 72",
+            "pref 7413 to 198.18.0.11/32 ipproto tcp dport 443 uidrange 64001-64001 goto 7416 proto 72",
+            "pref 7415 not fwmark 0x1d25/0xffffffff lookup 7461 proto 72",
+            "pref 7416 from all nop proto 72",
+        ])
+        // The journal keeps every selector of these rules.
+        let lines = Journal.records(routes: [], rules: plan.rules)
+        let path = "/tmp/tg-journal-\(getpid())"
+        defer { unlink(path) }
+        let journal = try Journal(path: path, name: "tg0", slot: plan.slot)
+        try journal.append(lines)
+        XCTAssertEqual(try Journal.read(path: path)?.rules, plan.rules.map { var r = $0; r.protocolID = 72; return r })
+    }
+
+    func testKillSwitchExemptsOnlyTheIdentityToTheCarrierPort() throws {
+        let json = #"{"name": "tg0", "tunnelRemoteAddress": "198.18.0.10", "includeAllNetworks": true, "ipv4Settings": {"addresses": ["10.8.0.2"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["0.0.0.0/0"]}, "carrierEndpoints": ["198.18.0.10:51820/udp"]}"#
+        let settings = try TunnelSettings.parse(json: Array(json.utf8))
+        let plan = TunnelPlan(settings: settings, slot: TunnelSlot(index: 0), carriers: try settings.pinCarrierEndpoints(using: Fixed()))
+        let output = try XCTUnwrap(plan.firewall?.chains.first { $0.name == "output" })
+        let carrierRules = output.rules.filter { $0.comment.hasSuffix(" carrier") }
+        XCTAssertEqual(carrierRules.map(\.matches), [
+            [.mark(7460), .destination(IPPrefix("198.18.0.10/32")!), .transport(protocolNumber: 17, destinationPort: 51820)],
+        ])
+        // Nothing else lets a packet to the carrier's address out.
+        XCTAssertFalse(output.rules.contains { $0.verdict == .accept && $0.matches == [.destination(IPPrefix("198.18.0.10/32")!)] })
+    }
+}

@@ -1,0 +1,290 @@
+import LinuxSystem
+import Synchronization
+import TUN
+import TunnelgateSettings
+@testable import WireGuard
+import XCTest
+
+/// Two WireGuard devices against each other in memory, as wireguard-go's device tests run: each on a
+/// `PacketChannel` for its TUN and a `LoopbackBind` on one `LoopbackNetwork` for its UDP sockets. No
+/// root, no TUN, no socket: what these tests show is the device itself (handshakes, sessions, rekeys,
+/// the replay window, cryptokey routing), with every packet checked as it arrives at the other host.
+///
+///     host A ── channel A ── device A (10.70.0.1, fd70::1)      device B (10.70.0.2, fd70::2) ── channel B ── host B
+///                            198.18.0.1 / [2001:db8::1]:51820 ── loopback ── 198.18.0.2 / [2001:db8::2]:51821
+final class DeviceLoopbackTests: XCTestCase {
+    /// The two devices and what surrounds them. A knows B's endpoint; B learns A's from its handshake.
+    final class Pair {
+        let network = LoopbackNetwork()
+        let keyA = PrivateKey.generate(), keyB = PrivateKey.generate()
+        let tunA: PacketChannel, tunB: PacketChannel
+        let bindA: LoopbackBind, bindB: LoopbackBind
+        let a: WireGuardDevice, b: WireGuardDevice
+        let log = Log()
+
+        static let a4 = IPv4Address("198.18.0.1")!, b4 = IPv4Address("198.18.0.2")!
+        static let a6 = IPv6Address("2001:db8::1")!, b6 = IPv6Address("2001:db8::2")!
+
+        init(carrier: IPFamily = .ipv4, timers: WireGuardTimers = .standard, virtioHeader: Bool = false,
+             extraAllowedAtA: [IPPrefix] = []) throws {
+            tunA = try PacketChannel(mtu: 1420, virtioHeader: virtioHeader)
+            tunB = try PacketChannel(mtu: 1420, virtioHeader: virtioHeader)
+            bindA = try XCTUnwrap(try network.bind(ipv4: Self.a4, ipv6: Self.a6, port: 51820))
+            bindB = try XCTUnwrap(try network.bind(ipv4: Self.b4, ipv6: Self.b6, port: 51821))
+            let endpointB = try XCTUnwrap(bindB.endpoint(carrier))
+            let peerB = DeviceConfiguration.PeerConfiguration(
+                publicKey: keyB.publicKey, presharedKey: nil, endpoint: endpointB,
+                allowedIPs: [IPPrefix("10.70.0.2/32")!, IPPrefix("fd70::2/128")!] + extraAllowedAtA, persistentKeepalive: 0)
+            let peerA = DeviceConfiguration.PeerConfiguration(
+                publicKey: keyA.publicKey, presharedKey: nil, endpoint: nil,
+                allowedIPs: [IPPrefix("10.70.0.1/32")!, IPPrefix("fd70::1/128")!], persistentKeepalive: 0)
+            let log = self.log
+            a = try WireGuardDevice(DeviceConfiguration(privateKey: keyA, listenPort: 51820, fwmark: 0, peers: [peerB]),
+                                    bind: bindA, timers: timers, log: { log.append("A: \($0)") })
+            b = try WireGuardDevice(DeviceConfiguration(privateKey: keyB, listenPort: 51821, fwmark: 0, peers: [peerA]),
+                                    bind: bindB, timers: timers, log: { log.append("B: \($0)") })
+            try a.start(tun: tunA.tunnel, fwmark: nil, uapi: nil)
+            try b.start(tun: tunB.tunnel, fwmark: nil, uapi: nil)
+        }
+
+        func stop() {
+            a.stop()
+            b.stop()
+        }
+    }
+
+    final class Log: Sendable {
+        let lines = Mutex<[String]>([])
+        func append(_ line: String) { lines.withLock { $0.append(line) } }
+        var all: [String] { lines.withLock { $0 } }
+    }
+
+    var pair: Pair?
+
+    override func tearDown() {
+        pair?.stop()
+        pair = nil
+    }
+
+    // MARK: Packets
+
+    static func ipv4(from source: String, to destination: String, payload: [UInt8]) -> [UInt8] {
+        let total = 20 + 8 + payload.count
+        var header: [UInt8] = [0x45, 0, UInt8(total >> 8), UInt8(total & 0xFF), 0x12, 0x34, 0x40, 0, 64, 17, 0, 0]
+        header += IPv4Address(source)!.bytes + IPv4Address(destination)!.bytes
+        let sum = TunOffloadTests.rfc1071(header)
+        header[10] = UInt8(~sum >> 8); header[11] = UInt8(~sum & 0xFF)
+        let udp: [UInt8] = [0x30, 0x39, 0x30, 0x3A, UInt8((8 + payload.count) >> 8), UInt8((8 + payload.count) & 0xFF), 0, 0]
+        return header + udp + payload
+    }
+
+    static func ipv6(from source: String, to destination: String, payload: [UInt8]) -> [UInt8] {
+        let length = 8 + payload.count
+        var header: [UInt8] = [0x60, 0, 0, 0, UInt8(length >> 8), UInt8(length & 0xFF), 17, 64]
+        header += IPv6Address(source)!.bytes + IPv6Address(destination)!.bytes
+        let udp: [UInt8] = [0x30, 0x39, 0x30, 0x3A, UInt8(length >> 8), UInt8(length & 0xFF), 0, 0]
+        return header + udp + payload
+    }
+
+    static func payload(_ n: Int, count: Int = 100) -> [UInt8] {
+        (0..<count).map { UInt8(truncatingIfNeeded: $0 &+ n &* 31) } + [UInt8(n >> 8), UInt8(n & 0xFF)]
+    }
+
+    /// Polls `condition` every 2 ms until it holds or `timeout` seconds pass.
+    func eventually(_ timeout: Double = 5, _ condition: () -> Bool) -> Bool {
+        let deadline = ProcessControl.monotonicSeconds() + timeout
+        while !condition() {
+            if ProcessControl.monotonicSeconds() > deadline { return false }
+            ProcessControl.sleep(seconds: 0.002)
+        }
+        return true
+    }
+
+    /// Waits for `count` packets at `end` (within `timeout`), and then for none more within `settle`.
+    func receive(_ end: PacketChannel.End, count: Int, timeout: Double = 5, settle: Double = 0) -> [[UInt8]] {
+        var got: [[UInt8]] = []
+        let deadline = ProcessControl.monotonicSeconds() + timeout
+        while got.count < count, ProcessControl.monotonicSeconds() < deadline {
+            _ = try? Poll.readable(end.readiness, timeoutMilliseconds: 20)
+            got += end.readPackets().map(\.packet)
+        }
+        if settle > 0 {
+            _ = try? Poll.readable(end.readiness, timeoutMilliseconds: Int32(settle * 1000))
+            got += end.readPackets().map(\.packet)
+        }
+        return got
+    }
+
+    // MARK: Tests
+
+    func checkBothWays(carrier: IPFamily) throws {
+        let p = try Pair(carrier: carrier)
+        pair = p
+        // A's host sends first: A stages the packet, initiates, and sends it once the handshake is done.
+        let first = Self.ipv4(from: "10.70.0.1", to: "10.70.0.2", payload: Self.payload(1))
+        p.tunA.host.write(first)
+        XCTAssertEqual(receive(p.tunB.host, count: 1), [first], "B's host gets A's packet, byte for byte")
+        // B answers over IPv4 and IPv6 inside; A sends IPv6 too.
+        let reply4 = Self.ipv4(from: "10.70.0.2", to: "10.70.0.1", payload: Self.payload(2, count: 1300))
+        let reply6 = Self.ipv6(from: "fd70::2", to: "fd70::1", payload: Self.payload(3, count: 1300))
+        p.tunB.host.write(reply4)
+        p.tunB.host.write(reply6)
+        XCTAssertEqual(receive(p.tunA.host, count: 2), [reply4, reply6], "A's host gets both, in order")
+        let more6 = Self.ipv6(from: "fd70::1", to: "fd70::2", payload: Self.payload(4))
+        p.tunA.host.write(more6)
+        XCTAssertEqual(receive(p.tunB.host, count: 1), [more6])
+
+        let sa = p.a.snapshot(), sb = p.b.snapshot()
+        XCTAssertEqual(sa.counters.handshakesCompleted, 1)
+        XCTAssertEqual(sb.counters.handshakesCompleted, 1)
+        XCTAssertEqual(sa.counters.initiationsSent, 1, "one handshake, initiated by A")
+        XCTAssertEqual(sb.counters.responsesSent, 1)
+        XCTAssertEqual([sa.counters.packetsSent, sa.counters.packetsReceived], [2, 2])
+        XCTAssertEqual([sb.counters.packetsSent, sb.counters.packetsReceived], [2, 2])
+        XCTAssertEqual(sb.counters.bytesReceived, UInt64(first.count + more6.count))
+        XCTAssertEqual(sb.peers.first?.endpoint, p.bindA.endpoint(carrier), "B learnt A's endpoint from the handshake (roaming)")
+        XCTAssertEqual(sa.peers.first?.hasSession, true)
+        XCTAssertEqual(p.network.undeliverable, 0)
+    }
+
+    func testHandshakeAndPacketsBothWaysIPv4AndIPv6InsideOverAnIPv4Carrier() throws { try checkBothWays(carrier: .ipv4) }
+    func testHandshakeAndPacketsBothWaysIPv4AndIPv6InsideOverAnIPv6Carrier() throws { try checkBothWays(carrier: .ipv6) }
+
+    /// Timers scaled as `TUNNELGATE_WIREGUARD_TEST_TIME_SCALE` scales them (0.02: rekey after 2.4 s):
+    /// a ping every 10 ms for 6 s, answered by B's host, crosses at least two rekeys with none lost.
+    func testRekeyUnderTrafficLosesNothing() throws {
+        let timers = WireGuardTimers.standard.scaled(by: 0.02)
+        let p = try Pair(timers: timers)
+        pair = p
+        let count = 600
+        var received = 0, answered = 0, lastSeen = -1
+        var outOfOrder = 0
+        let start = ProcessControl.monotonicSeconds()
+        /// B's host answers what arrived; A's host counts the answers.
+        func serve() {
+            for packet in p.tunB.host.readPackets().map(\.packet) {
+                received += 1
+                p.tunB.host.write(Self.ipv4(from: "10.70.0.2", to: "10.70.0.1", payload: Array(packet[28...])))
+            }
+            for packet in p.tunA.host.readPackets().map(\.packet) {
+                let seen = Int(packet[packet.count - 2]) << 8 | Int(packet[packet.count - 1])
+                if seen <= lastSeen { outOfOrder += 1 }
+                lastSeen = seen
+                answered += 1
+            }
+        }
+        for n in 0..<count {
+            p.tunA.host.write(Self.ipv4(from: "10.70.0.1", to: "10.70.0.2", payload: Self.payload(n, count: 56)))
+            // Paced on the clock: ping n leaves at 10 n ms; until then, whatever arrives is served.
+            let due = start + Double(n + 1) * 0.01
+            repeat {
+                serve()
+                let wait = due - ProcessControl.monotonicSeconds()
+                if wait <= 0 { break }
+                _ = try? Poll.readable(p.tunB.host.readiness, timeoutMilliseconds: max(1, Int32(wait * 1000)))
+            } while true
+        }
+        XCTAssertGreaterThanOrEqual(ProcessControl.monotonicSeconds() - start, Double(count) * 0.01, "paced over 6 s")
+        XCTAssertTrue(eventually {
+            serve()
+            return answered >= count
+        }, "every ping answered (\(received) arrived at B, \(answered) answers at A)")
+        XCTAssertEqual(received, count, "none lost on the way out")
+        XCTAssertEqual(answered, count, "none lost on the way back")
+        XCTAssertEqual(outOfOrder, 0)
+        let sa = p.a.snapshot(), sb = p.b.snapshot()
+        XCTAssertGreaterThanOrEqual(sa.counters.handshakesCompleted, 3, "the first handshake and at least two rekeys")
+        XCTAssertEqual(sa.counters.handshakesCompleted, sb.counters.handshakesCompleted)
+        for (name, s) in [("A", sa), ("B", sb)] {
+            XCTAssertEqual(s.counters.dropsReplay + s.counters.dropsAuthentication + s.counters.dropsUnknownIndex
+                           + s.counters.dropsExpiredSession + s.counters.dropsStagedOverflow, 0, "\(name) dropped nothing")
+        }
+    }
+
+    /// A transport packet captured on the wire and sent again is dropped by the replay window: it
+    /// reaches no host and, from another address, does not move the peer's endpoint.
+    func testReplayedTransportPacketIsDroppedAndDoesNotMoveTheEndpoint() throws {
+        let p = try Pair()
+        pair = p
+        p.network.startRecording()
+        let packet = Self.ipv4(from: "10.70.0.1", to: "10.70.0.2", payload: Self.payload(7))
+        p.tunA.host.write(packet)
+        XCTAssertEqual(receive(p.tunB.host, count: 1), [packet])
+        let endpointA = try XCTUnwrap(p.bindA.endpoint(.ipv4)), endpointB = try XCTUnwrap(p.bindB.endpoint(.ipv4))
+        // The data message: type 4, longer than a keepalive's 32 bytes.
+        let captured = try XCTUnwrap(p.network.recorded.last { $0.from == endpointA && $0.to == endpointB
+                                                               && $0.bytes.first == 4 && $0.bytes.count > 32 })
+        let before = p.b.snapshot().counters
+        let attacker = Endpoint(address: .v4(IPv4Address("198.18.0.99")!), port: 4444)
+        XCTAssertTrue(p.network.inject(captured.bytes, from: attacker, to: endpointB))
+        XCTAssertTrue(p.network.inject(captured.bytes, from: endpointA, to: endpointB))
+        XCTAssertTrue(eventually { p.b.snapshot().counters.dropsReplay == before.dropsReplay + 2 }, "both replays dropped")
+        XCTAssertEqual(receive(p.tunB.host, count: 0, settle: 0.1), [], "no replayed packet reaches B's host")
+        let after = p.b.snapshot()
+        XCTAssertEqual(after.counters.packetsReceived, before.packetsReceived)
+        XCTAssertEqual(after.peers.first?.endpoint, endpointA, "the endpoint did not move to the replayer's address")
+        XCTAssertEqual(after.counters.dropsAuthentication, before.dropsAuthentication, "refused before decryption")
+        // A changed byte is not a replay but a forgery: it fails authentication.
+        var forged = captured.bytes
+        forged[forged.count - 1] ^= 1
+        forged[8] &+= 1  // a counter not seen yet, so the replay window lets it through to the AEAD
+        p.network.inject(forged, from: attacker, to: endpointB)
+        XCTAssertTrue(eventually { p.b.snapshot().counters.dropsAuthentication == before.dropsAuthentication + 1 })
+        XCTAssertEqual(p.b.snapshot().peers.first?.endpoint, endpointA)
+    }
+
+    /// Cryptokey routing both ways: a packet to a prefix no peer holds is dropped and counted where it
+    /// was read, and a packet whose source the sending peer may not use is dropped where it arrives.
+    func testCryptokeyRoutingDropsWhatNoPeerOwnsAndSpoofedSources() throws {
+        let p = try Pair()
+        pair = p
+        // A session first, so that nothing below is merely staged.
+        let hello = Self.ipv4(from: "10.70.0.1", to: "10.70.0.2", payload: Self.payload(1))
+        p.tunA.host.write(hello)
+        XCTAssertEqual(receive(p.tunB.host, count: 1), [hello])
+        p.network.startRecording()
+        let before = p.a.snapshot().counters
+
+        p.tunA.host.write(Self.ipv4(from: "10.70.0.1", to: "10.99.0.1", payload: Self.payload(2)))
+        p.tunA.host.write(Self.ipv6(from: "fd70::1", to: "fd99::1", payload: Self.payload(3)))
+        XCTAssertTrue(eventually { p.a.snapshot().counters.dropsNoPeer == before.dropsNoPeer + 2 }, "both dropped: no peer")
+        XCTAssertEqual(p.a.snapshot().counters.packetsSent, before.packetsSent, "nothing was sealed")
+        XCTAssertTrue(p.network.recorded.isEmpty, "nothing went on the wire")
+
+        // From A's host with a source B does not accept from A: sent by A (its destination is B's), dropped by B.
+        let beforeB = p.b.snapshot().counters
+        p.tunA.host.write(Self.ipv4(from: "10.70.0.77", to: "10.70.0.2", payload: Self.payload(4)))
+        p.tunA.host.write(Self.ipv6(from: "fd70::77", to: "fd70::2", payload: Self.payload(5)))
+        XCTAssertTrue(eventually { p.b.snapshot().counters.dropsSpoofedSource == beforeB.dropsSpoofedSource + 2 })
+        XCTAssertEqual(receive(p.tunB.host, count: 0, settle: 0.1), [], "neither reaches B's host")
+        XCTAssertEqual(p.b.snapshot().counters.packetsReceived, beforeB.packetsReceived)
+        // And what is allowed still goes.
+        p.tunA.host.write(hello)
+        XCTAssertEqual(receive(p.tunB.host, count: 1), [hello])
+    }
+
+    /// From a TUN with offloads (a virtio_net_hdr on every packet): a TCP super-packet A's host writes
+    /// arrives at B's host as the segments a NIC would have sent, each with a GSO_NONE header.
+    func testTCPSuperPacketArrivesAsSegments() throws {
+        let p = try Pair(virtioHeader: true)
+        pair = p
+        let data = TunOffloadTests.payload(4000)
+        let superPacket = TunOffloadTests.tcpPacket(v6: false, payload: data, flags: TunOffloadTests.ack | TunOffloadTests.psh)
+        let header = VirtioNetHeader(flags: VirtioNetHeader.needsChecksum, gsoType: VirtioNetHeader.GSOType.tcpv4.rawValue,
+                                     headerLength: 52, gsoSize: 1368, checksumStart: 20, checksumOffset: 16)
+        XCTAssertTrue(p.tunA.host.write(superPacket, header: header))
+        var got: [(packet: [UInt8], header: VirtioNetHeader)] = []
+        XCTAssertTrue(eventually {
+            got += p.tunB.host.readPackets()
+            return got.count >= 3
+        }, "three segments arrive (\(got.count))")
+        XCTAssertEqual(got.map { $0.packet.count }, [52 + 1368, 52 + 1368, 52 + 4000 - 2 * 1368])
+        XCTAssertTrue(got.allSatisfy { $0.header == VirtioNetHeader() }, "written with a GSO_NONE header")
+        XCTAssertTrue(got.allSatisfy { TunOffloadTests.transportChecksumVerifies($0.packet) }, "each TCP checksum verifies")
+        XCTAssertEqual(got.flatMap { $0.packet[52...] }, data, "the payload, in order")
+        let sa = p.a.snapshot().counters
+        XCTAssertEqual(sa.superPacketsRead, 1)
+        XCTAssertEqual(sa.packetsSent, 3)
+        XCTAssertEqual(p.a.snapshot().tunOffloads, true)
+    }
+}
