@@ -61,17 +61,17 @@ let package = Package(
         .target(name: "WireGuard", dependencies: ["CSodium", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings"]),
         // The packet plane's seccomp allow-list (libseccomp, Debian's libseccomp-dev).
         .target(name: "CPlaneSeccomp", linkerSettings: [.linkedLibrary("seccomp")]),
-        // The engine–plane channel: messages and their framing over a SOCK_SEQPACKET pair.
-        .target(name: "PlaneProtocol", dependencies: ["RuntimeABI", "LinuxSystem", "TunnelgateSettings"]),
+        // The engine–plane channel: messages and their framing over a SOCK_SEQPACKET pair; a plane's lock-down.
+        .target(name: "PlaneProtocol", dependencies: ["RuntimeABI", "CPlaneSeccomp", "LinuxSystem", "TunnelgateSettings"]),
         // The packet plane: the unprivileged, sandboxed process that hosts a tunnel's runtime and moves its packets.
         .target(name: "PacketPlane", dependencies: ["PlaneProtocol", "Runtimes", "WireGuard", "RuntimeABI", "TUN",
-                                                    "CPlaneSeccomp", "LinuxSystem", "TunnelgateSettings"]),
+                                                    "LinuxSystem", "TunnelgateSettings"]),
         // A tunnel session: its lifecycle (NEVPNStatus), event loop, monitor and repair, control server and
         // carrier-path check, over the engine. The CLI and the NetworkExtension host both drive it.
         .target(name: "Session", dependencies: ["Engine", "PlaneProtocol", "RuntimeABI", "TUN", "Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),
         .executableTarget(name: "tunnelgate", dependencies: ["Session", "PacketPlane", "Engine", "Runtimes", "WireGuard", "TunnelgateSettings"]),
         // NEPacketTunnelProvider & co. with Apple's names; setTunnelNetworkSettings drives Engine.up.
-        .target(name: "NetworkExtension", dependencies: ["Session", "Engine", "PlaneProtocol", "CPlaneSeccomp", "TUN", "LinuxSystem", "TunnelgateSettings"]),
+        .target(name: "NetworkExtension", dependencies: ["Session", "Engine", "PlaneProtocol", "TUN", "LinuxSystem", "TunnelgateSettings"]),
         // A host for a provider class, with the seed's PacketTunnelProvider compiled beside an instrumented one.
         .executableTarget(name: "tunnelgate-provider-example", dependencies: ["NetworkExtension"],
                           path: "Examples/tunnelgate-provider-example"),

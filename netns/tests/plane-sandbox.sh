@@ -106,6 +106,17 @@ wait_for "[SIGSTOP] within 15 s the engine has replaced the hung plane" 15 plane
 wait_for "[SIGSTOP] connected again" 10 status_is "$NS_C" tga '.status == "connected"'
 check_match "[SIGSTOP] the log says why" 'said nothing for 10 s \(hung\)' "$(cat "$(tg_state_dir "$NS_C")/tga.log")"
 check "[SIGSTOP] the hung plane is gone" bash -c "[ ! -d /proc/$old_plane ] || grep -q '^State:.*Z' /proc/$old_plane/status"
+# --- restarts in a row: three are allowed ("attempts": 3), the fourth failure ends the runtime ---------------
+old_plane=$(status_json "$NS_C" tga | jq .planePID)
+kill -KILL "$old_plane"
+wait_for "[in a row] a third quick failure: restarted again" 10 plane_changed
+check_match "[in a row] ... as attempt 3 of 3" 'packet plane restarted \(attempt 3\)' "$(cat "$(tg_state_dir "$NS_C")/tga.log")"
+old_plane=$(status_json "$NS_C" tga | jq .planePID)
+kill -KILL "$old_plane"
+wait_for "[in a row] a fourth: the runtime has failed (disconnected, the reason kept)" 10 status_is "$NS_C" tga \
+  '.status == "disconnected" and (.lastDisconnectError | test("killed by signal 9"))'
+check_no_match "[in a row] ... with no attempt 4" 'attempt 4' "$(cat "$(tg_state_dir "$NS_C")/tga.log")"
+check "[in a row] the engine still runs, holding the kill switch" status_is "$NS_C" tga '.killSwitch and .planePID == null'
 tg_run ip netns exec "$NS_C" "$TG" down tga
 check_rc "[callback] down" 0
 
