@@ -62,7 +62,9 @@ let package = Package(
         // A tunnel session: its lifecycle (NEVPNStatus), event loop, monitor and repair, control server and
         // carrier-path check, over the engine. The CLI and the NetworkExtension host both drive it.
         .target(name: "Session", dependencies: ["Engine", "RuntimeABI", "TUN", "Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),
-        .executableTarget(name: "tunnelgate", dependencies: ["Session", "Engine", "Runtimes", "WireGuard", "TunnelgateSettings"]),
+        // `tunnelgate metrics`: the Prometheus text-format endpoint over the published state (Engine's reports).
+        .target(name: "Metrics", dependencies: ["Engine", "LinuxSystem", "TunnelgateSettings"]),
+        .executableTarget(name: "tunnelgate", dependencies: ["Session", "Engine", "Metrics", "Runtimes", "WireGuard", "TunnelgateSettings"]),
         // NEPacketTunnelProvider & co. with Apple's names; setTunnelNetworkSettings drives Engine.up.
         .target(name: "NetworkExtension", dependencies: ["Session", "Engine", "TUN", "LinuxSystem", "TunnelgateSettings"]),
         // A host for a provider class, with the seed's PacketTunnelProvider compiled beside an instrumented one.
@@ -94,6 +96,7 @@ let package = Package(
         .testTarget(name: "EngineTests", dependencies: ["Engine", "Session", "Nftables", "Netlink", "TunnelgateTestSupport"]),
         .testTarget(name: "NetworkExtensionTests", dependencies: ["NetworkExtension", "TunnelgateSettings"]),
         .testTarget(name: "LabTests", dependencies: ["Lab", "TunnelgateSettings"]),
+        .testTarget(name: "MetricsTests", dependencies: ["Metrics", "Engine", "TunnelgateSettings"]),
         .testTarget(name: "WireGuardTests", dependencies: ["WireGuard", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateTestSupport"]),
     ]
 )

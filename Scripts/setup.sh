@@ -22,6 +22,7 @@ packages=(
   wireguard-tools # wg(8): configures wireguard-go, and reads Tunnelgate's WireGuard API socket
   python3         # the WireGuard scenario's hostile-traffic sender (garbage, replay, flood)
   libxml2-utils   # xmllint: the lab's tests check that its JUnit files are well-formed XML
+  prometheus      # a real Prometheus scrapes `tunnelgate metrics` in netns/tests/metrics.sh (run by the test, not as a service)
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -19,7 +19,7 @@ struct UsageError: Error {
 }
 
 enum Command: String, CaseIterable {
-    case validate, plan, up, down, status, message, help
+    case validate, plan, up, down, status, message, metrics, help
 
     var usage: String {
         switch self {
@@ -29,6 +29,7 @@ enum Command: String, CaseIterable {
         case .down: "tunnelgate down NAME [--netns NS]"
         case .status: "tunnelgate status [NAME] [--netns NS] [--json]  |  tunnelgate status NAME [--netns NS] --watch"
         case .message: "tunnelgate message NAME DATA [--netns NS]"
+        case .metrics: "tunnelgate metrics [--listen ADDR:PORT] [--allow-non-loopback] [--netns NS]... [--all-namespaces]"
         case .help: "tunnelgate help [SUBCOMMAND]"
         }
     }
@@ -41,6 +42,7 @@ enum Command: String, CaseIterable {
         case .down: "Stop a tunnel and remove everything it created (also after a crash)."
         case .status: "Show tunnels of this network namespace: state, interface, routes, counters, the runtime's own status."
         case .message: "Send DATA to the tunnel's runtime (app_message) and print its reply."
+        case .metrics: "Serve the tunnels' state and counters as Prometheus metrics over HTTP."
         case .help: "Show help for a subcommand."
         }
     }
@@ -67,6 +69,8 @@ enum Command: String, CaseIterable {
         case .message:
             text += "\nARGUMENTS:\n  NAME            A running tunnel.\n  DATA            The message (its UTF-8 bytes).\n\nOPTIONS:\n  --netns NS      The tunnel was started with `up --netns NS`.\n"
             text += "\nThe equivalent of sendProviderMessage: DATA goes through the tunnel's control\nsocket to the runtime's app_message; its reply is printed.\n"
+        case .metrics:
+            text += metricsHelpText
         case .help:
             break
         }
@@ -166,6 +170,8 @@ extension CommandLine {
             let data = try takePositional(&rest, "DATA", command)
             try noMore(rest, command)
             return try message(name, data, netns: netns)
+        case .metrics:
+            return try metrics(&rest)
         case .status:
             let netns = try takeNamespace(&rest, command)
             let json = takeFlag(&rest, "--json")
