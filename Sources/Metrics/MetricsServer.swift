@@ -11,7 +11,12 @@ import LinuxSystem
 /// - A request head is at most `maxRequestBytes` (431 and close beyond that).
 /// - An answer is written as far as the socket takes it; the rest waits for POLLOUT, while nothing more
 ///   is read from that connection; a client that does not take it within `writeTimeout` is closed.
-/// - Keep-alive as HTTP/1.1 has it (`Connection: close` ends it; HTTP/1.0 only with keep-alive).
+/// - Keep-alive as HTTP/1.1 has it (`Connection: close` ends it; HTTP/1.0 only with keep-alive);
+///   pipelined requests are answered one per connection per turn of the loop, so one client's queue of
+///   requests does not hold the others.
+/// - A /metrics answer rendered less than `reuseWithin` seconds ago is sent again instead of reading
+///   every namespace anew: however fast clients ask, the state is read at most 1/reuseWithin times a
+///   second.
 ///
 /// GET or HEAD of /metrics answers the exposition (`text/plain; version=0.0.4`); `/` a line pointing
 /// there; other paths 404, other methods 405.
@@ -21,6 +26,7 @@ public final class MetricsServer {
         public var maxRequestBytes = 8192
         public var requestTimeout = 10.0
         public var writeTimeout = 10.0
+        public var reuseWithin = 0.25
         public init() {}
     }
 
@@ -31,6 +37,8 @@ public final class MetricsServer {
     private var connections: [Connection] = []
     /// The exposition of one scrape, while `run` runs.
     private var render: ((CollectorCounters) -> String)?
+    /// The last /metrics body and when it was rendered (monotonic).
+    private var lastBody: (bytes: [UInt8], at: Double)?
 
     private final class Connection {
         let descriptor: FileDescriptor
@@ -39,6 +47,8 @@ public final class MetricsServer {
         var output: [UInt8] = []
         var written = 0
         var closeAfterWrite = false
+        /// The input may hold a complete request, to be answered next turn (pipelining).
+        var pending = false
         /// Reading: the request head is due by then. Writing: the answer must be taken by then.
         var deadline: Double
         var writing: Bool { written < output.count }
@@ -75,15 +85,20 @@ public final class MetricsServer {
             for c in connections { polls.add(c.descriptor, c.writing ? .writable : .readable) }
             let now = ProcessControl.monotonicSeconds()
             let due = connections.map(\.deadline).min()
-            let timeout = due.map { Int32(max(0, min(60_000, (($0 - now) * 1000).rounded(.up)))) } ?? -1
+            var timeout = due.map { Int32(max(0, min(60_000, (($0 - now) * 1000).rounded(.up)))) } ?? -1
+            if connections.contains(where: \.pending) { timeout = 0 }
             _ = try polls.wait(timeoutMilliseconds: timeout)
             if !polls.events(at: 0).isEmpty { return }
             // Each connection as it was polled; accepting comes after, so positions still match.
             let polled = connections
             for (i, c) in polled.enumerated() {
                 let events = polls.events(at: i + 2)
-                guard !events.isEmpty else { continue }
-                serve(c, events: events)
+                if c.pending, !c.writing {
+                    c.pending = false
+                    answerWaiting(c)
+                } else if !events.isEmpty {
+                    serve(c)
+                }
             }
             if !polls.events(at: 1).isEmpty { acceptWaiting() }
             expire(now: ProcessControl.monotonicSeconds())
@@ -118,7 +133,7 @@ public final class MetricsServer {
         connections.removeAll { $0 === c }
     }
 
-    private func serve(_ c: Connection, events: PollSet.Events) {
+    private func serve(_ c: Connection) {
         if c.writing {
             flush(c)
             return
@@ -153,8 +168,8 @@ public final class MetricsServer {
             counters.requests += 1
             switch (request.method, request.path) {
             case ("GET", "/metrics"), ("HEAD", "/metrics"):
-                respond(c, status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
-                        body: render?(counters) ?? "", headOnly: head, close: close, http10: request.minorVersion == 0)
+                respond(c, status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", extraHeaders: "",
+                        body: exposition(), headOnly: head, close: close, http10: request.minorVersion == 0)
             case ("GET", "/"), ("HEAD", "/"):
                 respond(c, status: 200, body: "tunnelgate metrics: /metrics\n", headOnly: head, close: close,
                         http10: request.minorVersion == 0)
@@ -166,6 +181,15 @@ public final class MetricsServer {
                         http10: request.minorVersion == 0)
             }
         }
+    }
+
+    /// The /metrics body: the last one while it is fresh, else rendered now.
+    private func exposition() -> [UInt8] {
+        let now = ProcessControl.monotonicSeconds()
+        if let last = lastBody, now - last.at < limits.reuseWithin { return last.bytes }
+        let bytes = Array((render?(counters) ?? "").utf8)
+        lastBody = (bytes, now)
+        return bytes
     }
 
     static func reason(_ status: Int) -> String {
@@ -182,7 +206,12 @@ public final class MetricsServer {
 
     private func respond(_ c: Connection, status: Int, contentType: String = "text/plain; charset=utf-8",
                          extraHeaders: String = "", body: String, headOnly: Bool = false, close: Bool, http10: Bool = false) {
-        let bodyBytes = Array(body.utf8)
+        respond(c, status: status, contentType: contentType, extraHeaders: extraHeaders, body: Array(body.utf8),
+                headOnly: headOnly, close: close, http10: http10)
+    }
+
+    private func respond(_ c: Connection, status: Int, contentType: String, extraHeaders: String, body bodyBytes: [UInt8],
+                         headOnly: Bool, close: Bool, http10: Bool) {
         var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Type: \(contentType)\r\n"
         head += "Content-Length: \(bodyBytes.count)\r\n" + extraHeaders
         if close { head += "Connection: close\r\n" } else if http10 { head += "Connection: keep-alive\r\n" }
@@ -213,7 +242,7 @@ public final class MetricsServer {
         c.output = []
         c.written = 0
         c.deadline = ProcessControl.monotonicSeconds() + limits.requestTimeout
-        // A pipelined request may already be waiting.
-        if !c.input.isEmpty, connections.contains(where: { $0 === c }) { answerWaiting(c) }
+        // A pipelined request may be waiting already: answered next turn, after the other connections.
+        c.pending = !c.input.isEmpty
     }
 }
