@@ -96,7 +96,7 @@ let package = Package(
         .testTarget(name: "EngineTests", dependencies: ["Engine", "Session", "Nftables", "Netlink", "TunnelgateTestSupport"]),
         .testTarget(name: "NetworkExtensionTests", dependencies: ["NetworkExtension", "TunnelgateSettings"]),
         .testTarget(name: "LabTests", dependencies: ["Lab", "TunnelgateSettings"]),
-        .testTarget(name: "MetricsTests", dependencies: ["Metrics", "Engine", "TunnelgateSettings"]),
+        .testTarget(name: "MetricsTests", dependencies: ["Metrics", "Engine", "LinuxSystem", "TunnelgateSettings"]),
         .testTarget(name: "WireGuardTests", dependencies: ["WireGuard", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateTestSupport"]),
     ]
 )
