@@ -87,6 +87,7 @@ USAGE: tunnelgate <subcommand>
 OPTIONS:
   -h, --help      Show help information.
   --version       Show the version.
+  --log-format F  Log lines on standard error as text (default) or json, one object a line.
 
 SUBCOMMANDS:
 \(Command.allCases.map { "  " + $0.rawValue.padding(14) + $0.summary }.joined(separator: "\n"))
@@ -100,15 +101,19 @@ extension String {
 }
 
 func printError(_ text: String) {
-    var line = text
-    if !line.hasSuffix("\n") { line += "\n" }
-    _ = try? FileDescriptor(rawValue: STDERR_FILENO).writeAll(Array(line.utf8))
+    _ = try? FileDescriptor(rawValue: STDERR_FILENO).writeAll(Array(LogFormat.current.line(text).utf8))
 }
 
 extension CommandLine {
     static func run(_ arguments: [String]) -> Int32 {
+        var arguments = arguments
         do {
+            try LogFormat.take(from: &arguments)
             return try dispatch(arguments)
+        } catch let error as UsageError where LogFormat.current == .json {
+            let usage = error.command?.usage ?? "tunnelgate <subcommand>"
+            _ = try? FileDescriptor(rawValue: STDERR_FILENO).writeAll(Array(LogFormat.json.line("Error: \(error.message)", usage: usage).utf8))
+            return ExitCode.usage
         } catch let error as UsageError {
             printError("Error: \(error.message)")
             printError("Usage: \(error.command?.usage ?? "tunnelgate <subcommand>")")
