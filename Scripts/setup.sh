@@ -31,6 +31,7 @@ packages=(
   systemd         # systemd-analyze verify of the units (systemd need not be running)
   systemd-container # systemd-nspawn: the unit test boots a Debian container to run the units under systemd
   zsh             # the completion test exercises the zsh completion too
+  prometheus      # a real Prometheus scrapes `tunnelgate metrics` in netns/tests/metrics.sh (run by the test, not as a service)
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -20,7 +20,7 @@ struct UsageError: Error {
 }
 
 enum Command: String, CaseIterable {
-    case validate, plan, up, down, status, message, help
+    case validate, plan, up, down, status, message, metrics, help
 
     var usage: String {
         switch self {
@@ -30,6 +30,7 @@ enum Command: String, CaseIterable {
         case .down: "tunnelgate down NAME [--netns NS]"
         case .status: "tunnelgate status [NAME] [--netns NS] [--json]  |  tunnelgate status NAME [--netns NS] --watch"
         case .message: "tunnelgate message NAME DATA [--netns NS]"
+        case .metrics: "tunnelgate metrics [--listen ADDR:PORT] [--allow-non-loopback] [--netns NS]... [--all-namespaces]"
         case .help: "tunnelgate help [SUBCOMMAND]"
         }
     }
@@ -42,6 +43,7 @@ enum Command: String, CaseIterable {
         case .down: "Stop a tunnel and remove everything it created (also after a crash)."
         case .status: "Show tunnels of this network namespace: state, interface, routes, counters, the runtime's own status."
         case .message: "Send DATA to the tunnel's runtime (app_message) and print its reply."
+        case .metrics: "Serve the tunnels' state and counters as Prometheus metrics over HTTP."
         case .help: "Show help for a subcommand."
         }
     }
@@ -68,6 +70,8 @@ enum Command: String, CaseIterable {
         case .message:
             text += "\nARGUMENTS:\n  NAME            A running tunnel.\n  DATA            The message (its UTF-8 bytes).\n\nOPTIONS:\n  --netns NS      The tunnel was started with `up --netns NS`.\n"
             text += "\nThe equivalent of sendProviderMessage: DATA goes through the tunnel's control\nsocket to the runtime's app_message; its reply is printed.\n"
+        case .metrics:
+            text += metricsHelpText
         case .help:
             break
         }
@@ -84,6 +88,7 @@ USAGE: tunnelgate <subcommand>
 OPTIONS:
   -h, --help      Show help information.
   --version       Show the version.
+  --log-format F  Log lines on standard error as text (default) or json, one object a line.
 
 SUBCOMMANDS:
 \(Command.allCases.map { "  " + $0.rawValue.padding(14) + $0.summary }.joined(separator: "\n"))
@@ -97,15 +102,19 @@ extension String {
 }
 
 func printError(_ text: String) {
-    var line = text
-    if !line.hasSuffix("\n") { line += "\n" }
-    _ = try? FileDescriptor(rawValue: STDERR_FILENO).writeAll(Array(line.utf8))
+    _ = try? FileDescriptor(rawValue: STDERR_FILENO).writeAll(Array(LogFormat.current.line(text).utf8))
 }
 
 extension CommandLine {
     static func run(_ arguments: [String]) -> Int32 {
+        var arguments = arguments
         do {
+            try LogFormat.take(from: &arguments)
             return try dispatch(arguments)
+        } catch let error as UsageError where LogFormat.current == .json {
+            let usage = error.command?.usage ?? "tunnelgate <subcommand>"
+            _ = try? FileDescriptor(rawValue: STDERR_FILENO).writeAll(Array(LogFormat.json.line("Error: \(error.message)", usage: usage).utf8))
+            return ExitCode.usage
         } catch let error as UsageError {
             printError("Error: \(error.message)")
             printError("Usage: \(error.command?.usage ?? "tunnelgate <subcommand>")")
@@ -170,6 +179,8 @@ extension CommandLine {
             let data = try takePositional(&rest, "DATA", command)
             try noMore(rest, command)
             return try message(name, data, netns: netns)
+        case .metrics:
+            return try metrics(&rest)
         case .status:
             let netns = try takeNamespace(&rest, command)
             let json = takeFlag(&rest, "--json")
