@@ -10,8 +10,10 @@ let package = Package(
         .library(name: "Session", targets: ["Session"]),
         // The example packet runtime (docs/runtime-abi.md): a shared library tests and users load.
         .library(name: "TunnelgateExampleRuntime", type: .dynamic, targets: ["CExampleRuntime"]),
-        // NetworkExtension's packet-tunnel API over the same engine (docs/networkextension.md).
-        .library(name: "NetworkExtension", targets: ["NetworkExtension"]),
+        // NetworkExtension's packet-tunnel API over the same engine (docs/networkextension.md), with `os`
+        // (Logger, OSLog, os_log: what every provider logs with) in the same product.
+        .library(name: "NetworkExtension", targets: ["NetworkExtension", "os"]),
+        .library(name: "os", targets: ["os"]),
         .executable(name: "tunnelgate-provider-example", targets: ["tunnelgate-provider-example"]),
         .executable(name: "mehs-provider-example", targets: ["mehs-provider-example"]),
         .executable(name: "tunnelgate-manager-example", targets: ["tunnelgate-manager-example"]),
@@ -63,6 +65,11 @@ let package = Package(
         // carrier-path check, over the engine. The CLI and the NetworkExtension host both drive it.
         .target(name: "Session", dependencies: ["Engine", "RuntimeABI", "TUN", "Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),
         .executableTarget(name: "tunnelgate", dependencies: ["Session", "Engine", "Runtimes", "WireGuard", "TunnelgateSettings"]),
+        // `import os` / `import os.log` on Linux: the Swift module os (Logger, OSLog, os_log, privacy
+        // interpolations; one line per message on standard error) over a Clang module also named os
+        // (COSLog's module map), which gives it the submodule `log` that `import os.log` names.
+        .target(name: "COSLog"),
+        .target(name: "os", dependencies: ["COSLog", "LinuxSystem"]),
         // NEPacketTunnelProvider & co. with Apple's names; setTunnelNetworkSettings drives Engine.up.
         .target(name: "NetworkExtension", dependencies: ["Session", "Engine", "TUN", "LinuxSystem", "TunnelgateSettings"]),
         // A host for a provider class, with the seed's PacketTunnelProvider compiled beside an instrumented one.
@@ -92,7 +99,7 @@ let package = Package(
         .testTarget(name: "DNSConfigTests", dependencies: ["DNSConfig", "CSystemd", "LinuxSystem"]),
         .testTarget(name: "NftablesTests", dependencies: ["Nftables", "LinuxSystem", "TunnelgateTestSupport"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine", "Session", "Nftables", "Netlink", "TunnelgateTestSupport"]),
-        .testTarget(name: "NetworkExtensionTests", dependencies: ["NetworkExtension", "TunnelgateSettings"]),
+        .testTarget(name: "NetworkExtensionTests", dependencies: ["NetworkExtension", "os", "TunnelgateSettings"]),
         .testTarget(name: "LabTests", dependencies: ["Lab", "TunnelgateSettings"]),
         .testTarget(name: "WireGuardTests", dependencies: ["WireGuard", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateTestSupport"]),
     ]
