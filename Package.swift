@@ -70,8 +70,11 @@ let package = Package(
         // (COSLog's module map), which gives it the submodule `log` that `import os.log` names.
         .target(name: "COSLog"),
         .target(name: "os", dependencies: ["COSLog", "LinuxSystem"]),
+        // Named secrets kept root-only (0600 files in a 0700 directory, read into secure memory): what
+        // NEVPNProtocol.passwordReference/identityReference name. No Foundation: the CLI uses it too.
+        .target(name: "TunnelgateSecrets", dependencies: ["LinuxSystem"]),
         // NEPacketTunnelProvider & co. with Apple's names; setTunnelNetworkSettings drives Engine.up.
-        .target(name: "NetworkExtension", dependencies: ["Session", "Engine", "TUN", "LinuxSystem", "TunnelgateSettings"]),
+        .target(name: "NetworkExtension", dependencies: ["Session", "Engine", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateSecrets"]),
         // A host for a provider class, with the seed's PacketTunnelProvider compiled beside an instrumented one.
         .executableTarget(name: "tunnelgate-provider-example", dependencies: ["NetworkExtension"],
                           path: "Examples/tunnelgate-provider-example"),
@@ -99,7 +102,7 @@ let package = Package(
         .testTarget(name: "DNSConfigTests", dependencies: ["DNSConfig", "CSystemd", "LinuxSystem"]),
         .testTarget(name: "NftablesTests", dependencies: ["Nftables", "LinuxSystem", "TunnelgateTestSupport"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine", "Session", "Nftables", "Netlink", "TunnelgateTestSupport"]),
-        .testTarget(name: "NetworkExtensionTests", dependencies: ["NetworkExtension", "os", "TunnelgateSettings"]),
+        .testTarget(name: "NetworkExtensionTests", dependencies: ["NetworkExtension", "os", "TunnelgateSecrets", "LinuxSystem", "TunnelgateSettings"]),
         .testTarget(name: "LabTests", dependencies: ["Lab", "TunnelgateSettings"]),
         .testTarget(name: "WireGuardTests", dependencies: ["WireGuard", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateTestSupport"]),
     ]
