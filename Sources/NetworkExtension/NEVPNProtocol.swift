@@ -3,7 +3,7 @@ import TunnelgateSettings
 
 /// NEVPNProtocol: the manager's description of a VPN. Only what a packet
 /// tunnel uses on Linux is offered.
-open class NEVPNProtocol: @unchecked Sendable {
+open class NEVPNProtocol: NSObject, @unchecked Sendable {
     // @unchecked Sendable: a configuration object, mutated by its owner before it is saved (as on iOS).
     /// The server, handed to the provider host (TunnelgateHostHandoff.serverAddress; informational, as on iOS).
     open var serverAddress: String?
@@ -13,7 +13,7 @@ open class NEVPNProtocol: @unchecked Sendable {
     /// Handed to the host (TunnelgateHostConfiguration.excludeLocalNetworks).
     open var excludeLocalNetworks = false
 
-    public init() {}
+    public override init() { super.init() }
 }
 
 /// NETunnelProviderProtocol: which provider runs, with what configuration.
