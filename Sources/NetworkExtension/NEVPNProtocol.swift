@@ -12,6 +12,13 @@ open class NEVPNProtocol: NSObject, @unchecked Sendable {
     open var includeAllNetworks = false
     /// Handed to the host (TunnelgateHostConfiguration.excludeLocalNetworks).
     open var excludeLocalNetworks = false
+    /// References to secrets in Tunnelgate's secret store (`TunnelgateSecretStore.reference(named:)`;
+    /// iOS: keychain persistent references). Saved; the secret itself never is.
+    open var passwordReference: Data?
+    open var identityReference: Data?
+    /// Saved and handed to the provider. Not acted on yet: disconnecting on sleep needs the host to
+    /// follow logind's PrepareForSleep (issue 18).
+    open var disconnectOnSleep = false
 
     public override init() { super.init() }
 }
