@@ -17,6 +17,9 @@ open class NEVPNManager: NSObject, @unchecked Sendable {
     open var localizedDescription: String?
     open var isEnabled = false
     open var protocolConfiguration: NEVPNProtocol?
+    /// Saved (NEOnDemandRule.swift); evaluated by `TunnelgateOnDemand.evaluate` on network changes.
+    open var isOnDemandEnabled = false
+    open var onDemandRules: [NEOnDemandRule]?
 
     /// What was last saved or loaded: what the connection starts (as on iOS, unsaved changes are not used).
     private let saved = Mutex<NEVPNConnection.Configuration?>(nil)
