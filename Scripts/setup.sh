@@ -22,6 +22,7 @@ packages=(
   wireguard-tools # wg(8): configures wireguard-go, and reads Tunnelgate's WireGuard API socket
   python3         # the WireGuard scenario's hostile-traffic sender (garbage, replay, flood)
   libxml2-utils   # xmllint: the lab's tests check that its JUnit files are well-formed XML
+  nodejs          # runs the PAC files the proxy writer makes (NetworkExtensionTests), as a browser would
 )
 
 if [ "$(id -u)" -ne 0 ]; then
