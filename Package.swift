@@ -17,6 +17,7 @@ let package = Package(
         .executable(name: "tunnelgate-provider-example", targets: ["tunnelgate-provider-example"]),
         .executable(name: "mehs-provider-example", targets: ["mehs-provider-example"]),
         .executable(name: "tunnelgate-manager-example", targets: ["tunnelgate-manager-example"]),
+        .executable(name: "os-provider-example", targets: ["os-provider-example"]),
         // The lab: network-namespace end-to-end testing of any tunnel software (docs/lab.md).
         .executable(name: "tunnelgate-lab", targets: ["tunnelgate-lab"]),
         .library(name: "Lab", targets: ["Lab"]),
@@ -88,6 +89,10 @@ let package = Package(
         // The manager side (seeds/003's VPNManager) as a command: start, status, message, stop, watch.
         .executableTarget(name: "tunnelgate-manager-example", dependencies: ["NetworkExtension"],
                           path: "Examples/tunnelgate-manager-example"),
+
+        // A provider as iOS code writes one: os.log's Logger and os_log, protocolConfiguration.
+        .executableTarget(name: "os-provider-example", dependencies: ["NetworkExtension", "os"],
+                          path: "Examples/os-provider-example"),
 
         // The lab: topologies, the builder, impairments, leak counters, snapshots, results (docs/lab.md).
         .target(name: "Lab", dependencies: ["Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),
