@@ -10,11 +10,14 @@ let package = Package(
         .library(name: "Session", targets: ["Session"]),
         // The example packet runtime (docs/runtime-abi.md): a shared library tests and users load.
         .library(name: "TunnelgateExampleRuntime", type: .dynamic, targets: ["CExampleRuntime"]),
-        // NetworkExtension's packet-tunnel API over the same engine (docs/networkextension.md).
-        .library(name: "NetworkExtension", targets: ["NetworkExtension"]),
+        // NetworkExtension's packet-tunnel API over the same engine (docs/networkextension.md), with `os`
+        // (Logger, OSLog, os_log: what every provider logs with) in the same product.
+        .library(name: "NetworkExtension", targets: ["NetworkExtension", "os"]),
+        .library(name: "os", targets: ["os"]),
         .executable(name: "tunnelgate-provider-example", targets: ["tunnelgate-provider-example"]),
         .executable(name: "mehs-provider-example", targets: ["mehs-provider-example"]),
         .executable(name: "tunnelgate-manager-example", targets: ["tunnelgate-manager-example"]),
+        .executable(name: "os-provider-example", targets: ["os-provider-example"]),
         // The lab: network-namespace end-to-end testing of any tunnel software (docs/lab.md).
         .executable(name: "tunnelgate-lab", targets: ["tunnelgate-lab"]),
         .library(name: "Lab", targets: ["Lab"]),
@@ -72,8 +75,16 @@ let package = Package(
         // `tunnelgate metrics`: the Prometheus text-format endpoint over the published state (Engine's reports).
         .target(name: "Metrics", dependencies: ["Engine", "LinuxSystem", "TunnelgateSettings"]),
         .executableTarget(name: "tunnelgate", dependencies: ["Session", "PacketPlane", "Engine", "Metrics", "Runtimes", "WireGuard", "TunnelgateSettings"]),
+        // `import os` / `import os.log` on Linux: the Swift module os (Logger, OSLog, os_log, privacy
+        // interpolations; one line per message on standard error) over a Clang module also named os
+        // (COSLog's module map), which gives it the submodule `log` that `import os.log` names.
+        .target(name: "COSLog"),
+        .target(name: "os", dependencies: ["COSLog", "LinuxSystem"]),
+        // Named secrets kept root-only (0600 files in a 0700 directory, read into secure memory): what
+        // NEVPNProtocol.passwordReference/identityReference name. No Foundation: the CLI uses it too.
+        .target(name: "TunnelgateSecrets", dependencies: ["LinuxSystem"]),
         // NEPacketTunnelProvider & co. with Apple's names; setTunnelNetworkSettings drives Engine.up.
-        .target(name: "NetworkExtension", dependencies: ["Session", "Engine", "PlaneProtocol", "TUN", "LinuxSystem", "TunnelgateSettings"]),
+        .target(name: "NetworkExtension", dependencies: ["Session", "Engine", "PlaneProtocol", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateSecrets"]),
         // A host for a provider class, with the seed's PacketTunnelProvider compiled beside an instrumented one.
         .executableTarget(name: "tunnelgate-provider-example", dependencies: ["NetworkExtension"],
                           path: "Examples/tunnelgate-provider-example"),
@@ -88,6 +99,10 @@ let package = Package(
         .executableTarget(name: "tunnelgate-manager-example", dependencies: ["NetworkExtension"],
                           path: "Examples/tunnelgate-manager-example"),
 
+        // A provider as iOS code writes one: os.log's Logger and os_log, protocolConfiguration.
+        .executableTarget(name: "os-provider-example", dependencies: ["NetworkExtension", "os"],
+                          path: "Examples/os-provider-example"),
+
         // The lab: topologies, the builder, impairments, leak counters, snapshots, results (docs/lab.md).
         .target(name: "Lab", dependencies: ["Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),
         .executableTarget(name: "tunnelgate-lab", dependencies: ["Lab", "Netlink", "LinuxSystem", "TunnelgateSettings"]),
@@ -101,7 +116,7 @@ let package = Package(
         .testTarget(name: "DNSConfigTests", dependencies: ["DNSConfig", "CSystemd", "LinuxSystem"]),
         .testTarget(name: "NftablesTests", dependencies: ["Nftables", "LinuxSystem", "TunnelgateTestSupport"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine", "Session", "Nftables", "Netlink", "TunnelgateTestSupport"]),
-        .testTarget(name: "NetworkExtensionTests", dependencies: ["NetworkExtension", "TunnelgateSettings"]),
+        .testTarget(name: "NetworkExtensionTests", dependencies: ["NetworkExtension", "os", "TunnelgateSecrets", "LinuxSystem", "TunnelgateSettings"]),
         .testTarget(name: "LabTests", dependencies: ["Lab", "TunnelgateSettings"]),
         .testTarget(name: "MetricsTests", dependencies: ["Metrics", "Engine", "LinuxSystem", "TunnelgateSettings"]),
         .testTarget(name: "WireGuardTests", dependencies: ["WireGuard", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateTestSupport"]),

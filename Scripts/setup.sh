@@ -32,6 +32,7 @@ packages=(
   systemd-container # systemd-nspawn: the unit test boots a Debian container to run the units under systemd
   zsh             # the completion test exercises the zsh completion too
   prometheus      # a real Prometheus scrapes `tunnelgate metrics` in netns/tests/metrics.sh (run by the test, not as a service)
+  nodejs          # runs the PAC files the proxy writer makes (NetworkExtensionTests), as a browser would
 )
 
 if [ "$(id -u)" -ne 0 ]; then
