@@ -67,7 +67,8 @@ public struct CNIPlugin {
         }
         let state = try PluginState(config.stateDirectory)
         let lock = try state.lock(names.tunnel)
-        defer { lock.release() }
+        // The lock file goes with the record: a failed ADD leaves neither.
+        defer { lock.release(removing: !FileSystem.exists(state.recordPath(names.tunnel))) }
         if let existing = try state.record(names.tunnel) {
             guard existing.belongs(network: config.network, containerID: invocation.containerID, ifname: invocation.ifname) else {
                 throw CNIError(.tunnelFailed, "the tunnel name \(names.tunnel) is taken by another attachment",
