@@ -261,10 +261,14 @@ public struct CNIPlugin {
     /// tunnelgate keeps, per namespace it has worked in, /run/tunnelgate/net-INODE with the
     /// namespace's cookie and an allocation lock; `down` leaves them. The container's namespace ends
     /// with the container, so the directory is removed here when nothing else is in it (and the
-    /// tunnel's last error with it), while the name still pins the inode to this namespace.
+    /// tunnel's last error with it), while the name still pins the inode to this namespace. After an
+    /// owner that was killed, `down` also leaves its control socket (NAME.sock there) and the built-in
+    /// WireGuard's API socket (/var/run/wireguard/NAME.sock): called once the tunnel is gone (no
+    /// owner holds NAME.lock), nobody serves them, and NAME is this attachment's alone.
     func removeTunnelgateBookkeeping(_ record: AttachmentRecord) {
+        FileSystem.remove("/var/run/wireguard/\(record.tunnel).sock")
         let directory = "/run/tunnelgate/net-\(record.netnsInode)"
-        let leftovers: Set<String> = ["namespace", ".allocation.lock", "\(record.tunnel).lasterror"]
+        let leftovers: Set<String> = ["namespace", ".allocation.lock", "\(record.tunnel).lasterror", "\(record.tunnel).sock"]
         let entries = FileSystem.list(directory)
         guard !entries.isEmpty, entries.allSatisfy({ leftovers.contains($0) }) else { return }
         for entry in entries { FileSystem.remove("\(directory)/\(entry)") }

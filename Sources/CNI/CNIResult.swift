@@ -2,9 +2,14 @@ import TunnelgateSettings
 
 /// The ADD result tunnelgate-cni returns: the previous plugin's result with the tunnel added.
 public enum CNIResult {
+    /// The `mac` of the tunnel's interface (see `adding`).
+    public static let noHardwareAddress = "00:00:00:00:00:00"
+
     /// `prevResult` (or an empty result, when the plugin runs alone) with:
-    /// - the tunnel's interface appended to `interfaces`, in the container (`sandbox` is CNI_NETNS; a
-    ///   TUN has no hardware address, so no `mac`);
+    /// - the tunnel's interface appended to `interfaces`, in the container (`sandbox` is CNI_NETNS).
+    ///   A TUN has no hardware address, but `mac` is the all-zero address all the same: Podman 4.3
+    ///   refuses a result whose container interface has none (it parses every one with Go's
+    ///   net.ParseMAC, which fails on "": "invalid MAC address"), and other runtimes only show it;
     /// - each tunnel address appended to `ips`, pointing at that interface (with `version` before
     ///   1.0.0, as 0.3.x and 0.4.0 have it);
     /// - `dns` replaced by the tunnel's servers and search domains when it has any: behind the kill
@@ -17,7 +22,8 @@ public enum CNIResult {
         var interfaces: [JSONValue] = []
         if case .array(let existing)? = result[member: "interfaces"] { interfaces = existing }
         let index = interfaces.count
-        interfaces.append(.object([("name", .string(interface)), ("sandbox", .string(sandbox))]))
+        interfaces.append(.object([("name", .string(interface)), ("mac", .string(Self.noHardwareAddress)),
+                                   ("sandbox", .string(sandbox))]))
         var ips: [JSONValue] = []
         if case .array(let existing)? = result[member: "ips"] { ips = existing }
         for address in addresses {

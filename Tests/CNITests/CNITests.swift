@@ -213,7 +213,7 @@ final class CNITests: XCTestCase {
          "routes": [{"dst": "0.0.0.0/0"}],
          "interfaces": [{"name": "cni0", "mac": "00:11:22:33:44:55"}, {"name": "veth3243", "mac": "55:44:33:22:11:11"},
                         {"name": "eth0", "mac": "99:88:77:66:55:44", "sandbox": "/var/run/netns/blue"},
-                        {"name": "tgc0123456789ab", "sandbox": "/var/run/netns/blue"}],
+                        {"name": "tgc0123456789ab", "mac": "00:00:00:00:00:00", "sandbox": "/var/run/netns/blue"}],
          "dns": {"nameservers": ["10.8.0.1"], "search": ["corp.example"]}}
         """)
         XCTAssertEqual(result, expected)
@@ -235,7 +235,7 @@ final class CNITests: XCTestCase {
         let prev = try json(#"{"cniVersion": "1.0.0", "zeta": {"b": 1, "a": [1.50, "x"]}, "interfaces": []}"#)
         let text = CNIResult.adding(tunnel: "t", addresses: [], dns: nil, sandbox: "/s", to: prev,
                                     version: CNIVersion(1, 0, 0), versionText: "1.0.0").serialized()
-        XCTAssertEqual(text, #"{"cniVersion":"1.0.0","zeta":{"b":1,"a":[1.50,"x"]},"interfaces":[{"name":"t","sandbox":"/s"}],"ips":[]}"#)
+        XCTAssertEqual(text, #"{"cniVersion":"1.0.0","zeta":{"b":1,"a":[1.50,"x"]},"interfaces":[{"name":"t","mac":"00:00:00:00:00:00","sandbox":"/s"}],"ips":[]}"#)
     }
 
     func testResolvConfLines() {

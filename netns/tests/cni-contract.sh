@@ -158,7 +158,7 @@ for version in 1.0.0 0.4.0; do
   tun=$(tunnel_name)
   check_match "[$version] the tunnel is named tgc and 12 hex digits" '^tgc[0-9a-f]{12}$' "$tun"
   expected=$(prev_result "$version" | jq --arg t "$tun" --arg p "/run/netns/$POD" --arg v "$version" '
-    .interfaces += [{name: $t, sandbox: $p}]
+    .interfaces += [{name: $t, mac: "00:00:00:00:00:00", sandbox: $p}]
     | .ips += [(if $v == "1.0.0" then {} else {version: "4"} end) + {interface: 3, address: "10.8.0.2/24"},
                (if $v == "1.0.0" then {} else {version: "6"} end) + {interface: 3, address: "fd00:8::2/64"}]
     | .dns = {nameservers: ["10.8.0.1"], search: ["corp.example"]}')
