@@ -159,19 +159,21 @@ _tg_unmount_under() {
 
 # --- dockerd ------------------------------------------------------------------------------------------------
 
-# tg_dockerd_start HOST_NS BRIDGE_CIDR: dockerd in HOST_NS with everything of its own under
-# $TG_TMP/docker; docker0 gets BRIDGE_CIDR. Exports DOCKER_HOST. Returns once it answers (30 s at most).
+# tg_dockerd_start HOST_NS BRIDGE_CIDR [DOCKERD_ARGS...]: dockerd in HOST_NS with everything of its own
+# under $TG_TMP/docker; docker0 gets BRIDGE_CIDR (and whatever DOCKERD_ARGS say: --ipv6
+# --fixed-cidr-v6 P). Exports DOCKER_HOST. Returns once it answers (30 s at most).
 tg_dockerd_start() {
   TG_ENGINE_NS=$1
   TG_DOCKER_DIR=$TG_TMP/docker
-  local d=$TG_DOCKER_DIR
+  local d=$TG_DOCKER_DIR bip=$2
+  shift 2
   mkdir -p "$d"/{data,exec} || tg_bail "dockerd: directories under $d"
   echo '{}' >"$d/daemon.json"
   _tg_engine_traces_before
   export DOCKER_HOST=unix://$d/docker.sock
   nsenter --net="/run/netns/$TG_ENGINE_NS" dockerd --config-file "$d/daemon.json" --data-root "$d/data" \
-    --exec-root "$d/exec" -H "$DOCKER_HOST" --pidfile "$d/docker.pid" --bip "$2" \
-    --iptables=false --ip6tables=false --ip-forward=false --ip-masq=false --userland-proxy=false \
+    --exec-root "$d/exec" -H "$DOCKER_HOST" --pidfile "$d/docker.pid" --bip "$bip" \
+    --iptables=false --ip6tables=false --ip-forward=false --ip-masq=false --userland-proxy=false "$@" \
     >"$d/dockerd.log" 2>&1 &
   TG_DOCKER_PID=$!
   _tg_poll 30 tg_docker info || tg_bail "dockerd answers on $DOCKER_HOST within 30 s" "$(tail -n 20 "$d/dockerd.log")"
@@ -206,6 +208,75 @@ tg_dockerd_down() {
 tg_containers_down() {
   tg_podman_down
   tg_dockerd_down
+}
+
+# --- The tunnels' peer (the container scenarios' "VPN provider") -----------------------------------------
+#
+#   I  wireguard-go WGI on 198.18.0.10:51820, 10.8.0.1/24 fd00:8::1/64, a peer per tunnel; dnsmasq on
+#      10.8.0.1, the tunnels' DNS server: probe.tunnel.example -> $INCLUDED4, each query logged
+#      ($TG_TMP/dnsmasq.log: "query[A] probe.tunnel.example from 10.8.0.N")
+
+TG_VPN_WG=""
+TG_VPN_DIR=""
+TG_VPN_PUB=""
+# The leak watch's carrier 5-tuples of the tunnels made so far (tg_leak_watch "${TG_VPN_CARRIERS[@]}").
+TG_VPN_CARRIERS=()
+
+# tg_vpn_peer_start WGI DIR: the peer in I (its interface named WGI) and its DNS server; the tunnels'
+# configurations will be written to DIR (made 0700). The caller removes /var/run/wireguard/WGI.sock.
+tg_vpn_peer_start() {
+  TG_VPN_WG=$1 TG_VPN_DIR=$2
+  (umask 077 && mkdir -p "$TG_VPN_DIR" && wg genkey >"$TG_TMP/vpn-peer.key")
+  TG_VPN_PUB=$(wg pubkey <"$TG_TMP/vpn-peer.key")
+  ip netns exec "$NS_I" env LOG_LEVEL=error wireguard-go -f "$TG_VPN_WG" >>"$TG_TMP/wireguard-go.log" 2>&1 &
+  wait_for "wireguard-go's API socket in I" 10 test -S "/var/run/wireguard/$TG_VPN_WG.sock" || tg_bail "wireguard-go in I"
+  ip netns exec "$NS_I" wg set "$TG_VPN_WG" private-key "$TG_TMP/vpn-peer.key" listen-port 51820
+  ip -n "$NS_I" addr add 10.8.0.1/24 dev "$TG_VPN_WG"
+  ip -n "$NS_I" addr add fd00:8::1/64 dev "$TG_VPN_WG" nodad
+  ip -n "$NS_I" link set "$TG_VPN_WG" up
+  ip netns exec "$NS_I" dnsmasq --keep-in-foreground --no-resolv --no-hosts --bind-interfaces --listen-address=10.8.0.1 \
+    --port=53 --address=/probe.tunnel.example/"$INCLUDED4" --log-queries --log-facility="$TG_TMP/dnsmasq.log" \
+    --pid-file="$TG_TMP/dnsmasq.pid" --user=root >/dev/null 2>&1 &
+  wait_for "the tunnels' DNS server listens on 10.8.0.1:53 in I" 10 \
+    bash -c "ip netns exec $NS_I ss -lun | grep -q '10.8.0.1:53 '"
+}
+
+# tg_vpn_tunnel NAME N: DIR/NAME.conf, the wg-quick file of a tunnel with address 10.8.0.N fd00:8::N,
+# ListenPort 52000+N (fixed, so that the leak watch knows its carrier 5-tuple), DNS 10.8.0.1, everything
+# routed into it; its key becomes a peer of the peer in I.
+tg_vpn_tunnel() {
+  local name=$1 n=$2 key
+  key=$(wg genkey)
+  (umask 077 && printf '%s\n' "[Interface]" "PrivateKey = $key" "Address = 10.8.0.$n/24, fd00:8::$n/64" "DNS = 10.8.0.1" \
+    "ListenPort = $((52000 + n))" "MTU = 1380" "" "[Peer]" "PublicKey = $TG_VPN_PUB" "Endpoint = $CARRIER4:51820" \
+    "AllowedIPs = 0.0.0.0/0, ::/0" >"$TG_VPN_DIR/$name.conf")
+  ip netns exec "$NS_I" wg set "$TG_VPN_WG" peer "$(wg pubkey <<<"$key")" allowed-ips "10.8.0.$n/32,fd00:8::$n/128"
+  TG_VPN_CARRIERS+=(--carrier "$CARRIER4:51820/udp@$C_ETH0_4:$((52000 + n))")
+}
+
+# tg_vpn_peer_rx: the packets the peer's interface in I has received (through the tunnels).
+tg_vpn_peer_rx() {
+  ip -n "$NS_I" -s link show dev "$TG_VPN_WG" | awk '/RX:/ { getline; print $2 }'
+}
+
+# tg_vpn_public_key NAME: the public key of tunnel NAME's configuration.
+tg_vpn_public_key() {
+  sed -n 's/^PrivateKey = //p' "$TG_VPN_DIR/$1.conf" | wg pubkey
+}
+
+# tg_leak_generate_in NETNS_PATH: the leak generator (netns/lib.sh) in a container's namespace, entered
+# by its path (nsenter: no mount namespace of its own), from root and uid 65534, routed, forced onto
+# eth0 and bound to eth0's addresses, to $TG_LEAK_TARGETS and R's link-local address. True when it made
+# at least one round; its summary is in $TG_TMP/leak-gen.json.
+tg_leak_generate_in() {
+  local ns=$1 a4 a6
+  a4=$(nsenter --net="$ns" ip -4 -o addr show dev eth0 | awk '{ sub(/\/.*/, "", $4); print $4; exit }')
+  a6=$(nsenter --net="$ns" ip -6 -o addr show dev eth0 scope global | awk '{ sub(/\/.*/, "", $4); print $4; exit }')
+  nsenter --net="$ns" sysctl -qw net.ipv4.ping_group_range="0 2147483647"
+  # shellcheck disable=SC2086 # the optional IPv6 source is two words or none
+  nsenter --net="$ns" python3 "$TG_LEAK_TOOL" probe --uid 0 --uid 65534 --device eth0 --source "$a4" ${a6:+--source $a6} \
+    "${TG_LEAK_TARGETS[@]}" "$(_tg_leak_router_link_local)" >"$TG_TMP/leak-gen.json" 2>"$TG_TMP/leak-gen.err"
+  [ "$(jq -r '.rounds // 0' "$TG_TMP/leak-gen.json" 2>/dev/null)" -ge 1 ]
 }
 
 # --- Looking at containers ------------------------------------------------------------------------------

@@ -54,7 +54,6 @@ STATE=$TG_TMP/cni-state
 TUNNELS=$TG_TMP/tunnels
 
 in_c() { ip netns exec "$NS_C" "$@"; }
-in_i() { ip netns exec "$NS_I" "$@"; }
 in_c sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
 for n in 30 31 32; do
   ip -n "$NS_R" route add "10.89.$n.0/24" via "$C_ETH0_4"
@@ -62,49 +61,10 @@ for n in 30 31 32; do
 done
 
 # --- The peer, its DNS server, the tunnels' configurations -----------------------------------------
-umask 077
-mkdir -p "$TUNNELS"
-wg genkey >"$TG_TMP/i.key"
-I_PUB=$(wg pubkey <"$TG_TMP/i.key")
-umask 022
-in_i env LOG_LEVEL=error wireguard-go -f "$WGI" >>"$TG_TMP/wireguard-go.log" 2>&1 &
-wait_for "wireguard-go's API socket in I" 10 test -S "/var/run/wireguard/$WGI.sock" || tg_bail "wireguard-go in I"
-in_i wg set "$WGI" private-key "$TG_TMP/i.key" listen-port 51820
-in_i ip addr add 10.8.0.1/24 dev "$WGI"
-in_i ip addr add fd00:8::1/64 dev "$WGI" nodad
-in_i ip link set "$WGI" up
-in_i dnsmasq --keep-in-foreground --no-resolv --no-hosts --bind-interfaces --listen-address=10.8.0.1 --port=53 \
-  --address=/probe.tunnel.example/"$INCLUDED4" --log-queries --log-facility="$TG_TMP/dnsmasq.log" \
-  --pid-file="$TG_TMP/dnsmasq.pid" --user=root >/dev/null 2>&1 &
-wait_for "the tunnels' DNS server listens on 10.8.0.1:53 in I" 10 bash -c "ip netns exec $NS_I ss -lun | grep -q '10.8.0.1:53 '"
-
-# tunnel NAME N: the wg-quick file of configured tunnel NAME: address 10.8.0.N, ListenPort 52000+N,
-# and its key as a peer of wireguard-go.
-tunnel() {
-  local name=$1 n=$2 key
-  key=$(wg genkey)
-  umask 077
-  cat >"$TUNNELS/$name.conf" <<EOF
-[Interface]
-PrivateKey = $key
-Address = 10.8.0.$n/24, fd00:8::$n/64
-DNS = 10.8.0.1
-ListenPort = $((52000 + n))
-MTU = 1380
-
-[Peer]
-PublicKey = $I_PUB
-Endpoint = $CARRIER4:51820
-AllowedIPs = 0.0.0.0/0, ::/0
-EOF
-  umask 022
-  in_i wg set "$WGI" peer "$(wg pubkey <<<"$key")" allowed-ips "10.8.0.$n/32,fd00:8::$n/128"
-  CARRIERS+=(--carrier "$CARRIER4:51820/udp@$C_ETH0_4:$((52000 + n))")
-}
-CARRIERS=()
-tunnel vpn0 2
-tunnel side 3
-for i in $(seq 1 10); do tunnel "vpn$i" $((10 + i)); done
+tg_vpn_peer_start "$WGI" "$TUNNELS"
+tg_vpn_tunnel vpn0 2
+tg_vpn_tunnel side 3
+for i in $(seq 1 10); do tg_vpn_tunnel "vpn$i" $((10 + i)); done
 
 # --- Podman, the networks ----------------------------------------------------------------------------
 tg_podman_setup "$NS_C"
@@ -123,26 +83,15 @@ inode_of() { stat -L -c %i "$(netns_of "$1")" 2>/dev/null; }
 tun_of() { # CONTAINER: its tunnel's interface (the plugin's, tgc…)
   tg_podman exec "$1" ip -o link show 2>/dev/null | awk -F': ' '$2 ~ /^tgc/ { print $2; exit }'
 }
-wg_rx() { ip -n "$NS_I" -s link show dev "$WGI" | awk '/RX:/ { getline; print $2 }'; }
-# leak_from CONTAINER PHASE: the leak generator in the container's namespace (from root and uid 65534,
-# routed, forced onto eth0 and bound to eth0's addresses), and a check that it made its attempts.
+# leak_from CONTAINER PHASE: the leak generator in the container's namespace, and a check that it
+# made its attempts.
 leak_from() {
-  check "[$2] the generator made its attempts in the container's namespace" leak_generate "$1"
+  check "[$2] the generator made its attempts in the container's namespace" tg_leak_generate_in "$(netns_of "$1")"
 }
-# leak_generate CONTAINER: the generator's run; true when it made at least one round.
-leak_generate() {
-  local c=$1 ns a4 a6
-  ns=$(basename "$(netns_of "$c")")
-  a4=$(ip -n "$ns" -4 -o addr show dev eth0 | awk '{ sub(/\/.*/, "", $4); print $4; exit }')
-  a6=$(ip -n "$ns" -6 -o addr show dev eth0 scope global | awk '{ sub(/\/.*/, "", $4); print $4; exit }')
-  ip netns exec "$ns" sysctl -qw net.ipv4.ping_group_range="0 2147483647"
-  ip netns exec "$ns" python3 "$TG_LEAK_TOOL" probe --uid 0 --uid 65534 --device eth0 --source "$a4" --source "$a6" \
-    "${TG_LEAK_TARGETS[@]}" "$(_tg_leak_router_link_local)" >"$TG_TMP/leak-gen.json" 2>"$TG_TMP/leak-gen.err"
-  [ "$(jq -r '.rounds // 0' "$TG_TMP/leak-gen.json" 2>/dev/null)" -ge 1 ]
-}
+leak_generate() { tg_leak_generate_in "$(netns_of "$1")"; }
 
 # --- Control: a container without a tunnel reaches I directly, and R counts it ----------------------
-tg_leak_watch "${CARRIERS[@]}"
+tg_leak_watch "${TG_VPN_CARRIERS[@]}"
 tg_run run --name bare --network plain
 check_rc "control: a container on the plain bridge" 0
 wait_for "control: its IPv6 address is usable" 10 tg_podman exec bare sh -c '! ip -6 addr show dev eth0 | grep -q tentative'
@@ -169,10 +118,10 @@ check_match "the container has the tunnel's interface" '^tgc[0-9a-f]{12}$' "$tun
 check_match "... with the tunnel's address" 'inet 10\.8\.0\.2/24' "$(tg_podman exec c0 ip -4 addr show dev "$tun" 2>&1)"
 check "the tunnel's owner runs in C, not in the container" test -n "$(tg_tunnel_pids "$NS_C")"
 check_match "the container's routes lead into the tunnel" "dev $tun" "$(tg_podman exec c0 ip route get "$INCLUDED4" 2>&1)"
-rx=$(wg_rx)
+rx=$(tg_vpn_peer_rx)
 check "the container reaches $INCLUDED4" tg_podman exec c0 ping -c 1 -W 3 "$INCLUDED4"
 check "the container reaches $INCLUDED6 over IPv6" tg_podman exec c0 ping -6 -c 1 -W 3 "$INCLUDED6"
-check "... through the tunnel: wireguard-go in I received them (RX $rx -> $(wg_rx))" test "$(wg_rx)" -gt "$rx"
+check "... through the tunnel: wireguard-go in I received them (RX $rx -> $(tg_vpn_peer_rx))" test "$(tg_vpn_peer_rx)" -gt "$rx"
 check_match "the container's resolv.conf names the tunnel's DNS server first" '^nameserver 10\.8\.0\.1$' \
   "$(tg_podman exec c0 grep -m 1 '^nameserver' /etc/resolv.conf 2>&1)"
 check_match "a lookup in the container is answered by the tunnel's DNS server" "$(tg_re "$INCLUDED4")" \
@@ -194,9 +143,9 @@ check_rc "a container with --network container:c0" 0
 check_eq "... is in c0's network namespace" "$(inode_of c0)" \
   "$(stat -L -c %i "/proc/$(tg_podman inspect -f '{{.State.Pid}}' side)/ns/net" 2>&1)"
 check_match "... its routes lead into c0's tunnel" "dev $tun" "$(tg_podman exec side ip route get "$INCLUDED4" 2>&1)"
-rx=$(wg_rx)
+rx=$(tg_vpn_peer_rx)
 check "... it reaches $INCLUDED4" tg_podman exec side ping -c 1 -W 3 "$INCLUDED4"
-check "... through the tunnel (RX $rx -> $(wg_rx))" test "$(wg_rx)" -gt "$rx"
+check "... through the tunnel (RX $rx -> $(tg_vpn_peer_rx))" test "$(tg_vpn_peer_rx)" -gt "$rx"
 tg_leak_reset
 tg_podman exec side sh -c "ping -c 1 -W 1 -I eth0 $INCLUDED4; wget -q -T 1 -O /dev/null http://$LAN4:8080/" >/dev/null 2>&1
 check_no_leak "side: its attempts around the tunnel"
@@ -251,7 +200,7 @@ for i in $(seq 1 10); do
 done
 check_eq "each container has its own tunnel's address and reaches $INCLUDED4" 10 "$ok"
 check_eq "wireguard-go has a handshake with each of the ten" 10 \
-  "$(in_i wg show "$WGI" latest-handshakes | awk '$2 > 0' | grep -c -F -f <(for i in $(seq 1 10); do wg pubkey <<<"$(sed -n 's/^PrivateKey = //p' "$TUNNELS/vpn$i.conf")"; done))"
+  "$(ip netns exec "$NS_I" wg show "$WGI" latest-handshakes | awk '$2 > 0' | grep -c -F -f <(for i in $(seq 1 10); do tg_vpn_public_key "vpn$i"; done))"
 generated=0
 for i in $(seq 1 10); do leak_generate "vpn$i" && generated=$((generated + 1)); done
 check_eq "the generator made its attempts in each of the ten" 10 "$generated"
