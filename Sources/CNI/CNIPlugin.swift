@@ -245,6 +245,7 @@ public struct CNIPlugin {
             guard ProcessControl.hasExited(pid) else {
                 throw CNIError(.teardownFailed, "the tunnel's owner (pid \(pid)) did not stop")
             }
+            removeTunnelgateBookkeeping(record)
         }
         if FileSystem.exists(bound) {
             // Only the name this record made: a name of the same spelling for another namespace stays.
@@ -260,11 +261,13 @@ public struct CNIPlugin {
 
     /// tunnelgate keeps, per namespace it has worked in, /run/tunnelgate/net-INODE with the
     /// namespace's cookie and an allocation lock; `down` leaves them. The container's namespace ends
-    /// with the container, so the directory is removed here when nothing else is in it (and the
-    /// tunnel's last error with it), while the name still pins the inode to this namespace. After an
-    /// owner that was killed, `down` also leaves its control socket (NAME.sock there) and the built-in
-    /// WireGuard's API socket (/var/run/wireguard/NAME.sock): called once the tunnel is gone (no
-    /// owner holds NAME.lock), nobody serves them, and NAME is this attachment's alone.
+    /// with the container, so the directory is removed here when nothing else is in it (the tunnel's
+    /// last error goes with it). Without the plugin's name the inode may already be another
+    /// namespace's: a directory holding anything else is left alone, and bookkeeping alone is what
+    /// tunnelgate makes again (its cookie tells namespaces apart). After an owner that was killed,
+    /// `down` also leaves its control socket (NAME.sock there) and the built-in WireGuard's API
+    /// socket (/var/run/wireguard/NAME.sock): this is called once the tunnel is gone (no owner holds
+    /// NAME.lock), so nobody serves them, and NAME is this attachment's alone.
     func removeTunnelgateBookkeeping(_ record: AttachmentRecord) {
         FileSystem.remove("/var/run/wireguard/\(record.tunnel).sock")
         let directory = "/run/tunnelgate/net-\(record.netnsInode)"

@@ -238,6 +238,22 @@ wait_for "the new P's links have settled" 10 _tg_settled "$POD"
 wait_for "C's links have settled" 10 _tg_settled "$NS_C"
 snapshots before
 
+# --- DEL when someone removed the plugin's own name: the owner, found by pid and start time, is stopped --
+request 1.0.0 >"$TG_TMP/add-in.json"
+run_cni ADD "$TG_TMP/add-in.json"
+check_rc "ADD (for DEL after the plugin's name is gone)" 0
+printf '%s\n' "$TG_OUT" >"$TG_TMP/add.json"
+tun=$(tunnel_name)
+pod_inode=$(stat -L -c %i "/run/netns/$POD")
+ip netns del "tgcni-$tun"
+check_fails "someone removed /run/netns/tgcni-$tun" test -e "/run/netns/tgcni-$tun"
+request 1.0.0 corp "$(cat "$TG_TMP/add.json")" >"$TG_TMP/del-in.json"
+run_cni DEL "$TG_TMP/del-in.json"
+check_rc "DEL without the plugin's name" 0
+wait_for "the owner was stopped: no tunnelgate process in C" 10 tg_no_tunnel_process "$NS_C"
+same_as_before "DEL without the plugin's name (the owner took the tunnel down in the namespace it held)"
+check_fails "... and tunnelgate's state for the namespace is gone" test -e "/run/tunnelgate/net-$pod_inode"
+
 # --- DEL of an attachment never added ------------------------------------------------------------------
 request 1.0.0 >"$TG_TMP/del-in.json"
 run_cni DEL "$TG_TMP/del-in.json" CNI_CONTAINERID=never-added
