@@ -287,6 +287,8 @@ public struct CNIPlugin {
         let netns = invocation.netns ?? ""
         let names = AttachmentName(network: config.network, containerID: invocation.containerID, ifname: invocation.ifname)
         let selection = try TunnelSelection.select(config, invocation)
+        // A container that names no tunnel and has none is fine, and leaves no state directory behind.
+        if selection == nil, !FileSystem.exists(PluginState.recordPathIn(config.stateDirectory, names.tunnel)) { return }
         let state = try PluginState(config.stateDirectory)
         guard let record = try state.record(names.tunnel),
               record.belongs(network: config.network, containerID: invocation.containerID, ifname: invocation.ifname) else {

@@ -155,6 +155,9 @@ tg_podman rm -f --time 1 side >/dev/null
 pid=$(tg_tunnel_pids "$NS_C")
 kill -KILL $pid
 wait_for "the tunnel's owner is gone" 5 tg_exited "$pid"
+# The server forgets the client: else its passive keepalive (10 s after the last data it received)
+# reaches C's closed port 52002 later on, and C's ICMP port-unreachable to the carrier counts at R.
+ip netns exec "$NS_I" wg set "$WGI" peer "$(tg_vpn_public_key vpn0)" remove
 tg_leak_reset
 check_fails "owner killed: the container reaches nothing" tg_podman exec c0 ping -c 1 -W 1 "$INCLUDED4"
 leak_from c0 "owner killed"
