@@ -254,6 +254,41 @@ wait_for "the owner was stopped: no tunnelgate process in C" 10 tg_no_tunnel_pro
 same_as_before "DEL without the plugin's name (the owner took the tunnel down in the namespace it held)"
 check_fails "... and tunnelgate's state for the namespace is gone" test -e "/run/tunnelgate/net-$pod_inode"
 
+# --- The network's own tunnel: inline settings, and a wg-quick file by path ---------------------------------
+# (No annotation: the network names the tunnel.) The settings inline get the tunnel's name in a copy; the
+# wg-quick file is linked under the tunnel's name, its key never copied.
+(umask 077 && wg genkey >"$TG_TMP/k")
+(umask 077 && printf '%s\n' "[Interface]" "PrivateKey = $(cat "$TG_TMP/k")" "Address = 10.8.0.9/24" \
+  "[Peer]" "PublicKey = $(wg genkey | wg pubkey)" "Endpoint = $CARRIER4:51820" "AllowedIPs = 0.0.0.0/0" >"$TUNNELS/by-path.conf")
+for how in settings path; do
+  if [ "$how" = settings ]; then
+    tunnel=$(jq '{settings: (. | .ipv4Settings.addresses = ["10.8.0.7"] | del(.ipv6Settings))}' "$TUNNELS/corp.json")
+    address=10.8.0.7/24
+  else
+    tunnel=$(jq -n --arg p "$TUNNELS/by-path.conf" '{path: $p}')
+    address=10.8.0.9/24
+  fi
+  request 1.0.0 corp "" "del(.runtimeConfig) | .tunnel = $tunnel" >"$TG_TMP/add-in.json"
+  run_cni ADD "$TG_TMP/add-in.json"
+  check_rc "[tunnel.$how] ADD" 0
+  printf '%s\n' "$TG_OUT" >"$TG_TMP/add.json"
+  tun=$(tunnel_name)
+  check_eq "[tunnel.$how] the result has the tunnel's address" "$address" "$(jq -r '.ips[-1].address' "$TG_TMP/add.json")"
+  check_match "[tunnel.$how] ... and so has the interface in P" "inet $(tg_re "$address")" "$(ip -n "$POD" addr show dev "$tun" 2>&1)"
+  if [ "$how" = path ]; then
+    check_eq "[tunnel.path] the file tunnelgate got is a link to the wg-quick file (the key is not copied)" \
+      "$TUNNELS/by-path.conf" "$(readlink "$STATE/$tun.conf" 2>&1)"
+    check_eq "[tunnel.path] ... and no file in the state directory holds the key" "" \
+      "$(grep -rlF -f "$TG_TMP/k" "$STATE" --exclude="$tun.conf" 2>/dev/null)"
+  else
+    check_eq "[tunnel.settings] the copy tunnelgate got is named after the tunnel" "$tun" "$(jq -r .name "$STATE/$tun.json" 2>&1)"
+  fi
+  request 1.0.0 corp "$(cat "$TG_TMP/add.json")" "del(.runtimeConfig) | .tunnel = $tunnel" >"$TG_TMP/del-in.json"
+  run_cni DEL "$TG_TMP/del-in.json"
+  check_rc "[tunnel.$how] DEL" 0
+  same_as_before "[tunnel.$how] after DEL"
+done
+
 # --- DEL of an attachment never added ------------------------------------------------------------------
 request 1.0.0 >"$TG_TMP/del-in.json"
 run_cni DEL "$TG_TMP/del-in.json" CNI_CONTAINERID=never-added
