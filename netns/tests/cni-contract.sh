@@ -15,7 +15,9 @@
 # switch, owner in C) and was chosen by the pod annotation; CHECK passes, then fails with code 101
 # once the owner is killed; DEL removes everything (P and C as before, no owner, no name, no record,
 # no tunnelgate state) and again succeeds; DEL after the runtime already removed P's own name (the
-# namespace is kept by the plugin's name until DEL); DEL of an attachment never added; failing ADDs
+# namespace is kept by the plugin's name until DEL); DEL after someone removed the plugin's name (the
+# owner is stopped by pid); the network's own tunnel as inline settings and as a wg-quick file by
+# path (linked, its key copied nowhere); DEL of an attachment never added; failing ADDs
 # (no such configured tunnel, a runtime library that does not exist, a configuration tunnelgate
 # refuses, a namespace that is no namespace, a bad environment, an unknown field) each answer a CNI
 # error JSON with the right code and leave P, C and the state directory as they were.
