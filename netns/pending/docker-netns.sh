@@ -67,18 +67,15 @@ run() { tg_docker run -d --pull=never "$@" "$TG_IMAGE" sleep 280; }
 sandbox_of() { tg_docker inspect -f '{{.NetworkSettings.SandboxKey}}' "$1" 2>/dev/null; }
 pid_of() { tg_docker inspect -f '{{.State.Pid}}' "$1" 2>/dev/null; }
 in_c() { ip netns exec "$NS_C" "$@"; }
-# tg_netns PATH: what this run passes to --netns for PATH: PATH itself, or (TG_NETNS_BY_NAME=1) a name
-# the test gives it under /run/netns.
+# tg_netns PATH: sets $ns, what this run passes to --netns for PATH: PATH itself, or (TG_NETNS_BY_NAME=1)
+# a name the test gives it under /run/netns (kept in NAMED for the cleanup: no subshell here).
 tg_netns() {
+  ns=$1
   if [ "${TG_NETNS_BY_NAME:-0}" = 1 ]; then
-    local name
-    name=tgdocker-$(stat -L -c %i "$1")
-    if [ ! -e "/run/netns/$name" ]; then
-      touch "/run/netns/$name" && mount --bind "$1" "/run/netns/$name" && NAMED+=("$name")
+    ns=tgdocker-$(stat -L -c %i "$1")
+    if [ ! -e "/run/netns/$ns" ]; then
+      touch "/run/netns/$ns" && mount --bind "$1" "/run/netns/$ns" && NAMED+=("$ns")
     fi
-    echo "$name"
-  else
-    echo "$1"
   fi
 }
 
@@ -95,7 +92,7 @@ _tg_leak_settle
 check "control: R counts what c0 sent ($(tg_leak_count) packets)" test "$(tg_leak_count)" -gt 0
 
 # --- up --netns SANDBOXKEY -----------------------------------------------------------------------------
-ns=$(tg_netns "$path")
+tg_netns "$path"
 tg_run in_c "$TG" up "$TUNNELS/tgd2.conf" --netns "$ns" --detach
 check_rc "tunnelgate up tgd2.conf --netns $ns --detach (the container's SandboxKey)" 0
 check_match "the TUN is in the container" 'inet 10\.8\.0\.2/24' "$(tg_docker exec c0 ip -4 addr show dev tgd2 2>&1)"
@@ -135,7 +132,7 @@ check "after down: c0 reaches $INCLUDED4 directly again" tg_docker exec c0 ping 
 # --- up --netns /proc/PID/ns/net, then docker rm with the tunnel up ---------------------------------------
 tg_run run --name c1
 check_rc "docker run c1" 0
-ns=$(tg_netns "/proc/$(pid_of c1)/ns/net")
+tg_netns "/proc/$(pid_of c1)/ns/net"
 tg_run in_c "$TG" up "$TUNNELS/tgd3.conf" --netns "$ns" --detach
 check_rc "tunnelgate up tgd3.conf --netns /proc/PID/ns/net --detach" 0
 check "c1 reaches $INCLUDED4 through its tunnel" tg_docker exec c1 ping -c 1 -W 3 "$INCLUDED4"
