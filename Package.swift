@@ -21,6 +21,8 @@ let package = Package(
         // The lab: network-namespace end-to-end testing of any tunnel software (docs/lab.md).
         .executable(name: "tunnelgate-lab", targets: ["tunnelgate-lab"]),
         .library(name: "Lab", targets: ["Lab"]),
+        // The CNI plugin: a container behind a tunnel of its own, chained after a network's main plugin (docs/cni.md).
+        .executable(name: "tunnelgate-cni", targets: ["tunnelgate-cni"]),
     ],
     targets: [
         // System libraries, found by pkg-config (Debian: libmnl-dev, libnftnl-dev).
@@ -107,6 +109,11 @@ let package = Package(
         .target(name: "Lab", dependencies: ["Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),
         .executableTarget(name: "tunnelgate-lab", dependencies: ["Lab", "Netlink", "LinuxSystem", "TunnelgateSettings"]),
 
+        // CNI: the specification's types (versions, environment, network configuration, results, errors) and
+        // the plugin's ADD/DEL/CHECK over `tunnelgate up/down/status`, with its state directory.
+        .target(name: "CNI", dependencies: ["LinuxSystem", "TunnelgateSettings"]),
+        .executableTarget(name: "tunnelgate-cni", dependencies: ["CNI", "LinuxSystem"]),
+
         // What the tests share: a private network namespace per test.
         .target(name: "TunnelgateTestSupport", dependencies: ["LinuxSystem"], path: "Tests/Support"),
 
@@ -119,6 +126,7 @@ let package = Package(
         .testTarget(name: "NetworkExtensionTests", dependencies: ["NetworkExtension", "os", "TunnelgateSecrets", "LinuxSystem", "TunnelgateSettings"]),
         .testTarget(name: "LabTests", dependencies: ["Lab", "TunnelgateSettings"]),
         .testTarget(name: "MetricsTests", dependencies: ["Metrics", "Engine", "LinuxSystem", "TunnelgateSettings"]),
+        .testTarget(name: "CNITests", dependencies: ["CNI", "TunnelgateSettings"]),
         .testTarget(name: "WireGuardTests", dependencies: ["WireGuard", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateTestSupport"]),
     ]
 )
