@@ -10,14 +10,19 @@ let package = Package(
         .library(name: "Session", targets: ["Session"]),
         // The example packet runtime (docs/runtime-abi.md): a shared library tests and users load.
         .library(name: "TunnelgateExampleRuntime", type: .dynamic, targets: ["CExampleRuntime"]),
-        // NetworkExtension's packet-tunnel API over the same engine (docs/networkextension.md).
-        .library(name: "NetworkExtension", targets: ["NetworkExtension"]),
+        // NetworkExtension's packet-tunnel API over the same engine (docs/networkextension.md), with `os`
+        // (Logger, OSLog, os_log: what every provider logs with) in the same product.
+        .library(name: "NetworkExtension", targets: ["NetworkExtension", "os"]),
+        .library(name: "os", targets: ["os"]),
         .executable(name: "tunnelgate-provider-example", targets: ["tunnelgate-provider-example"]),
         .executable(name: "mehs-provider-example", targets: ["mehs-provider-example"]),
         .executable(name: "tunnelgate-manager-example", targets: ["tunnelgate-manager-example"]),
+        .executable(name: "os-provider-example", targets: ["os-provider-example"]),
         // The lab: network-namespace end-to-end testing of any tunnel software (docs/lab.md).
         .executable(name: "tunnelgate-lab", targets: ["tunnelgate-lab"]),
         .library(name: "Lab", targets: ["Lab"]),
+        // The CNI plugin: a container behind a tunnel of its own, chained after a network's main plugin (docs/cni.md).
+        .executable(name: "tunnelgate-cni", targets: ["tunnelgate-cni"]),
     ],
     targets: [
         // System libraries, found by pkg-config (Debian: libmnl-dev, libnftnl-dev).
@@ -61,17 +66,27 @@ let package = Package(
         .target(name: "WireGuard", dependencies: ["CSodium", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings"]),
         // The packet plane's seccomp allow-list (libseccomp, Debian's libseccomp-dev).
         .target(name: "CPlaneSeccomp", linkerSettings: [.linkedLibrary("seccomp")]),
-        // The engine–plane channel: messages and their framing over a SOCK_SEQPACKET pair.
-        .target(name: "PlaneProtocol", dependencies: ["RuntimeABI", "LinuxSystem", "TunnelgateSettings"]),
+        // The engine–plane channel: messages and their framing over a SOCK_SEQPACKET pair; a plane's lock-down.
+        .target(name: "PlaneProtocol", dependencies: ["RuntimeABI", "CPlaneSeccomp", "LinuxSystem", "TunnelgateSettings"]),
         // The packet plane: the unprivileged, sandboxed process that hosts a tunnel's runtime and moves its packets.
         .target(name: "PacketPlane", dependencies: ["PlaneProtocol", "Runtimes", "WireGuard", "RuntimeABI", "TUN",
-                                                    "CPlaneSeccomp", "LinuxSystem", "TunnelgateSettings"]),
+                                                    "LinuxSystem", "TunnelgateSettings"]),
         // A tunnel session: its lifecycle (NEVPNStatus), event loop, monitor and repair, control server and
         // carrier-path check, over the engine. The CLI and the NetworkExtension host both drive it.
         .target(name: "Session", dependencies: ["Engine", "PlaneProtocol", "RuntimeABI", "TUN", "Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),
-        .executableTarget(name: "tunnelgate", dependencies: ["Session", "PacketPlane", "Engine", "Runtimes", "WireGuard", "TunnelgateSettings"]),
+        // `tunnelgate metrics`: the Prometheus text-format endpoint over the published state (Engine's reports).
+        .target(name: "Metrics", dependencies: ["Engine", "LinuxSystem", "TunnelgateSettings"]),
+        .executableTarget(name: "tunnelgate", dependencies: ["Session", "PacketPlane", "Engine", "Metrics", "Runtimes", "WireGuard", "TunnelgateSettings"]),
+        // `import os` / `import os.log` on Linux: the Swift module os (Logger, OSLog, os_log, privacy
+        // interpolations; one line per message on standard error) over a Clang module also named os
+        // (COSLog's module map), which gives it the submodule `log` that `import os.log` names.
+        .target(name: "COSLog"),
+        .target(name: "os", dependencies: ["COSLog", "LinuxSystem"]),
+        // Named secrets kept root-only (0600 files in a 0700 directory, read into secure memory): what
+        // NEVPNProtocol.passwordReference/identityReference name. No Foundation: the CLI uses it too.
+        .target(name: "TunnelgateSecrets", dependencies: ["LinuxSystem"]),
         // NEPacketTunnelProvider & co. with Apple's names; setTunnelNetworkSettings drives Engine.up.
-        .target(name: "NetworkExtension", dependencies: ["Session", "Engine", "PlaneProtocol", "CPlaneSeccomp", "TUN", "LinuxSystem", "TunnelgateSettings"]),
+        .target(name: "NetworkExtension", dependencies: ["Session", "Engine", "PlaneProtocol", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateSecrets"]),
         // A host for a provider class, with the seed's PacketTunnelProvider compiled beside an instrumented one.
         .executableTarget(name: "tunnelgate-provider-example", dependencies: ["NetworkExtension"],
                           path: "Examples/tunnelgate-provider-example"),
@@ -86,9 +101,18 @@ let package = Package(
         .executableTarget(name: "tunnelgate-manager-example", dependencies: ["NetworkExtension"],
                           path: "Examples/tunnelgate-manager-example"),
 
+        // A provider as iOS code writes one: os.log's Logger and os_log, protocolConfiguration.
+        .executableTarget(name: "os-provider-example", dependencies: ["NetworkExtension", "os"],
+                          path: "Examples/os-provider-example"),
+
         // The lab: topologies, the builder, impairments, leak counters, snapshots, results (docs/lab.md).
         .target(name: "Lab", dependencies: ["Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),
         .executableTarget(name: "tunnelgate-lab", dependencies: ["Lab", "Netlink", "LinuxSystem", "TunnelgateSettings"]),
+
+        // CNI: the specification's types (versions, environment, network configuration, results, errors) and
+        // the plugin's ADD/DEL/CHECK over `tunnelgate up/down/status`, with its state directory.
+        .target(name: "CNI", dependencies: ["LinuxSystem", "TunnelgateSettings"]),
+        .executableTarget(name: "tunnelgate-cni", dependencies: ["CNI", "LinuxSystem"]),
 
         // What the tests share: a private network namespace per test.
         .target(name: "TunnelgateTestSupport", dependencies: ["LinuxSystem"], path: "Tests/Support"),
@@ -99,8 +123,10 @@ let package = Package(
         .testTarget(name: "DNSConfigTests", dependencies: ["DNSConfig", "CSystemd", "LinuxSystem"]),
         .testTarget(name: "NftablesTests", dependencies: ["Nftables", "LinuxSystem", "TunnelgateTestSupport"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine", "Session", "Nftables", "Netlink", "TunnelgateTestSupport"]),
-        .testTarget(name: "NetworkExtensionTests", dependencies: ["NetworkExtension", "TunnelgateSettings"]),
+        .testTarget(name: "NetworkExtensionTests", dependencies: ["NetworkExtension", "os", "TunnelgateSecrets", "LinuxSystem", "TunnelgateSettings"]),
         .testTarget(name: "LabTests", dependencies: ["Lab", "TunnelgateSettings"]),
+        .testTarget(name: "MetricsTests", dependencies: ["Metrics", "Engine", "LinuxSystem", "TunnelgateSettings"]),
+        .testTarget(name: "CNITests", dependencies: ["CNI", "TunnelgateSettings"]),
         .testTarget(name: "WireGuardTests", dependencies: ["WireGuard", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateTestSupport"]),
     ]
 )

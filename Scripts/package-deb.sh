@@ -3,7 +3,7 @@
 # (docs/packaging.md). VERSION is what the built `tunnelgate --version` prints; Depends: is derived:
 #   - the shared libraries the binaries link, by dpkg-shlibdeps (package names and minimum versions
 #     from Debian's shlibs and symbols files): libc6, libmnl0, libnftnl11, libsodium23, libsystemd0 …
-#   - the packages of the programs the maintainer scripts run (adduser), by dpkg -S
+#   - the packages of the programs the maintainer scripts need (none today), by dpkg -S
 #   - nothing for programs tunnelgate runs: it starts only itself (/proc/self/exe, for --detach), and
 #     talks to the kernel through libmnl/libnftnl, never through ip(8) or nft(8)
 #     (netns/tests/package.sh checks that claim against the sources).
@@ -65,9 +65,10 @@ done < <(cd "$work/src" && find debian/tunnelgate -type f -print0 | sort -z)
 shlib_depends=$(sed -n 's/^shlibs:Depends=//p' "$work/shlibs")
 [ -n "$shlib_depends" ] || { echo "Error: dpkg-shlibdeps found no dependencies" >&2; cat "$work/shlibs.err" >&2; exit 1; }
 
-# The programs the maintainer scripts cannot do without (deluser and delgroup have a fallback).
+# The programs the maintainer scripts cannot do without (none today: they run systemctl and
+# systemd-tmpfiles only where systemd runs).
 tool_depends=()
-for tool in adduser; do
+for tool in; do
   path=$(command -v "$tool") || { echo "Error: $tool is not installed here, so its package is unknown" >&2; exit 1; }
   path=$(readlink -f "$path")
   package=$(dpkg -S "$path" 2>/dev/null | sed -n 's/^\([^:]*\): .*/\1/p' | head -n 1)

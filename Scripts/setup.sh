@@ -31,6 +31,15 @@ packages=(
   systemd         # systemd-analyze verify of the units (systemd need not be running)
   systemd-container # systemd-nspawn: the unit test boots a Debian container to run the units under systemd
   zsh             # the completion test exercises the zsh completion too
+  prometheus      # a real Prometheus scrapes `tunnelgate metrics` in netns/tests/metrics.sh (run by the test, not as a service)
+  nodejs          # runs the PAC files the proxy writer makes (NetworkExtensionTests), as a browser would
+  # Real container engines for the container scenarios (netns/containers.sh, docs/cni.md). Each test runs
+  # them with private configuration and storage under its temporary directory, never the machine's own.
+  podman          # Podman 4.3 with its CNI backend: calls tunnelgate-cni as Kubernetes' runtimes do
+  runc            # the OCI runtime podman and dockerd use (crun cannot set a container's rlimits in this VM)
+  containernetworking-plugins # bridge, host-local, loopback: the main plugins tunnelgate-cni chains after
+  busybox-static  # the test image's root file system: one static binary (Scripts/container-image.sh)
+  docker.io       # dockerd, started by hand by the Docker scenario (brings containerd, tini and iptables)
 )
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -47,7 +56,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Installing a package must not start its service (docker.io's dockerd would take over the machine's
+  # iptables): without a policy of the machine's own, invoke-rc.d is told "not now" (101) meanwhile.
+  policy=/usr/sbin/policy-rc.d
+  own_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && own_policy=1
+  fi
+  rc=0
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || rc=$?
+  [ "$own_policy" = 1 ] && rm -f "$policy"
+  [ "$rc" -eq 0 ] || exit "$rc"
 fi
 
 command -v swift >/dev/null || { echo "Error: swift is not on PATH (expected the Swift toolchain, e.g. /opt/swift/usr/bin)" >&2; exit 1; }

@@ -268,13 +268,18 @@ ssize_t CTunnelgateShims_receive_with_fds(int socket, void *buffer, size_t capac
 
 
 int CTunnelgateShims_keep_capabilities(uint64_t keep) {
+    struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+    struct __user_cap_data_struct data[2];
+    memset(data, 0, sizeof data);
+    // Only what the process has can be kept: one started without a capability (capsh --drop) goes on
+    // without it, and whatever needs it fails there with its own error.
+    if (syscall(SYS_capget, &header, data) != 0) return -1;
+    keep &= ((uint64_t)data[1].permitted << 32) | data[0].permitted;
     for (int cap = 0; cap <= 63; cap++) {
         if (keep & (1ULL << cap)) continue;
         if (prctl(PR_CAPBSET_DROP, cap) != 0 && errno != EINVAL) return -1;
     }
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) return -1;
-    struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
-    struct __user_cap_data_struct data[2];
     memset(data, 0, sizeof data);
     data[0].effective = data[0].permitted = (uint32_t)(keep & 0xffffffffu);
     data[1].effective = data[1].permitted = (uint32_t)(keep >> 32);

@@ -792,6 +792,7 @@ public final class ActiveTunnel {
     /// Publishes a lifecycle transition (and the runtime's status JSON).
     public func publish(status: TunnelStatus, runtimeStatus: String? = nil) {
         guard !stopped else { return }
+        if status == .reasserting, record.status != .reasserting { record.lastReasserting = ProcessControl.monotonicSeconds() }
         record.status = status
         if let runtimeStatus { record.runtimeStatus = runtimeStatus }
         try? record.write(to: gateway.state.statePath(plan.interfaceName))

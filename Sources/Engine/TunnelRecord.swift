@@ -17,6 +17,8 @@ public struct TunnelRecord: Codable, Sendable, Equatable {
     public var slot: Int
     public var configPath: String?
     public var since: Double
+    /// When the tunnel last went reasserting in this run (CLOCK_MONOTONIC, like `since`); nil until it has.
+    public var lastReasserting: Double?
     /// The runtime's own status JSON, as it last reported it (secrets scrubbed).
     public var runtimeStatus: String?
     /// Which DNS backend the tunnel's dnsSettings went to.

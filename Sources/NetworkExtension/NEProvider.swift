@@ -35,6 +35,9 @@ open class NEProvider: NSObject, @unchecked Sendable {
     // what the provider shares with its own threads is the provider's business, as on iOS.
     public override init() { super.init() }
 
+    /// defaultPath and protocolConfiguration, set by the host (NEProviderState.swift).
+    let tunnelgateState = NEProviderState()
+
     /// Not called by the Linux host (hosts do not sleep as phones do); override as on iOS.
     open func sleep(completionHandler: @escaping () -> Void) {
         let handler = Unchecked(completionHandler)

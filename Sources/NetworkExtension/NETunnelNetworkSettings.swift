@@ -7,6 +7,8 @@ open class NETunnelNetworkSettings: NSObject, @unchecked Sendable {
     open var tunnelRemoteAddress: String
     /// Applied through the DNS backend of the namespace (docs/dns.md).
     open var dnsSettings: NEDNSSettings?
+    /// Validated and written as a PAC file and proxy environment values (NEProxySettings+Files.swift).
+    open var proxySettings: NEProxySettings?
 
     public init(tunnelRemoteAddress address: String) {
         tunnelRemoteAddress = address

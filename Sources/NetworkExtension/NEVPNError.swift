@@ -28,15 +28,18 @@ public struct NEVPNError: Error, CustomNSError, CustomStringConvertible, Sendabl
     public let code: Code
     /// What failed, in words (the NSError's localizedDescription).
     public let message: String
+    /// The rest of the userInfo given to Apple's `init(_:userInfo:)` (NEVPNError+Apple.swift).
+    let extraUserInfo: Unchecked<[String: Any]>
 
     public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
+        extraUserInfo = Unchecked([:])
     }
 
     public static var errorDomain: String { NEVPNErrorDomain }
     public var errorCode: Int { code.rawValue }
-    public var errorUserInfo: [String: Any] { [NSLocalizedDescriptionKey: message] }
+    public var errorUserInfo: [String: Any] { extraUserInfo.value.merging([NSLocalizedDescriptionKey: message]) { _, new in new } }
     public var description: String { message }
 }
 

@@ -6,9 +6,16 @@ import Synchronization
 /// The saved managers: one JSON file, read and rewritten whole (atomically) on each change.
 ///
 ///   {"managers": [{"identifier": UUID, "localizedDescription": …, "isEnabled": …,
+///                  "isOnDemandEnabled": …, "onDemandRules": [RULE, …],
 ///                  "protocol": {"providerBundleIdentifier": …, "serverAddress": …, "username": …,
-///                               "providerConfiguration": {…}, "interfaceName": "tg0", "arguments": […],
+///                               "passwordReference": BASE64, "identityReference": BASE64,
+///                               "disconnectOnSleep": …, "providerConfigurationPlist": {…},
+///                               "interfaceName": "tg0", "arguments": […],
 ///                               "includeAllNetworks": …, "excludeLocalNetworks": …}}]}
+///
+/// (the protocol object: NEVPNProtocol+Encoding.swift; the rules: NEOnDemandRule+Preferences.swift).
+/// Keys missing from older files read as their defaults; their `providerConfiguration` (plain JSON)
+/// is still read.
 ///
 /// Writers in one process are serialised; two processes saving at the same moment can lose one's write
 /// (last writer wins), which iOS's configuration daemon would prevent.
@@ -38,46 +45,56 @@ enum NEVPNPreferences {
             identifier = m.identifier
             var o: [String: Any] = ["identifier": m.identifier, "isEnabled": m.isEnabled]
             if let d = m.localizedDescription { o["localizedDescription"] = d }
-            if let p = m.protocolConfiguration {
-                var po: [String: Any] = ["includeAllNetworks": p.includeAllNetworks, "excludeLocalNetworks": p.excludeLocalNetworks]
-                if let s = p.serverAddress { po["serverAddress"] = s }
-                if let u = p.username { po["username"] = u }
-                if let t = p as? NETunnelProviderProtocol {
-                    if let b = t.providerBundleIdentifier { po["providerBundleIdentifier"] = b }
-                    if let c = t.providerConfiguration {
-                        guard JSONSerialization.isValidJSONObject(c) else {
-                            throw NEVPNError(.configurationInvalid, "providerConfiguration: a value is not representable in JSON")
-                        }
-                        po["providerConfiguration"] = c
-                    }
-                    po["interfaceName"] = t.tunnelgateInterfaceName
-                    po["arguments"] = t.tunnelgateArguments
-                }
-                o["protocol"] = po
+            if let p = m.protocolConfiguration { o["protocol"] = try p.tunnelgateObject() }
+            o["isOnDemandEnabled"] = m.isOnDemandEnabled
+            if let rules = m.onDemandRules {
+                let problems = rules.enumerated().flatMap { $0.element.tunnelgateProblems(keyPath: "onDemandRules[\($0.offset)]") }
+                guard problems.isEmpty else { throw NEVPNError(.configurationInvalid, problems.joined(separator: "\n")) }
+                o["onDemandRules"] = rules.map(\.tunnelgatePreference)
             }
             object = o
         }
 
-        init?(object: [String: Any]) {
+        /// An entry of the file, checked whole (every value decodes), so that applying it cannot fail.
+        /// nil for an object without an identifier (skipped, as before).
+        init?(object: [String: Any], keyPath: String) throws(NEVPNError) {
             guard let id = object["identifier"] as? String else { return nil }
             identifier = id
             self.object = object
+            _ = try decoded(keyPath: keyPath)
+        }
+
+        private func decoded(keyPath: String) throws(NEVPNError)
+            -> (protocol: NETunnelProviderProtocol?, rules: [NEOnDemandRule]?) {
+            var p: NETunnelProviderProtocol?
+            if let po = object["protocol"] {
+                guard let o = po as? [String: Any] else {
+                    throw NEVPNError(.configurationReadWriteFailed, "\(keyPath).protocol: not an object")
+                }
+                p = try NEVPNProtocol.tunnelgateDecode(o, keyPath: keyPath + ".protocol")
+            }
+            var rules: [NEOnDemandRule]?
+            if let list = object["onDemandRules"] {
+                guard let array = list as? [Any] else {
+                    throw NEVPNError(.configurationReadWriteFailed, "\(keyPath).onDemandRules: not an array")
+                }
+                var out: [NEOnDemandRule] = []
+                for (i, item) in array.enumerated() {
+                    out.append(try NEOnDemandRule.fromPreference(item, keyPath: "\(keyPath).onDemandRules[\(i)]"))
+                }
+                rules = out
+            }
+            return (p, rules)
         }
 
         func apply(to m: NEVPNManager) {
             m.localizedDescription = object["localizedDescription"] as? String
             m.isEnabled = object["isEnabled"] as? Bool ?? false
-            guard let po = object["protocol"] as? [String: Any] else { m.protocolConfiguration = nil; return }
-            let p = NETunnelProviderProtocol()
-            p.serverAddress = po["serverAddress"] as? String
-            p.username = po["username"] as? String
-            p.includeAllNetworks = po["includeAllNetworks"] as? Bool ?? false
-            p.excludeLocalNetworks = po["excludeLocalNetworks"] as? Bool ?? false
-            p.providerBundleIdentifier = po["providerBundleIdentifier"] as? String
-            p.providerConfiguration = po["providerConfiguration"] as? [String: Any]
-            if let n = po["interfaceName"] as? String { p.tunnelgateInterfaceName = n }
-            p.tunnelgateArguments = po["arguments"] as? [String] ?? []
-            m.protocolConfiguration = p
+            m.isOnDemandEnabled = object["isOnDemandEnabled"] as? Bool ?? false
+            // Checked when read (init): new objects for this manager, nothing left to fail.
+            let values = try? decoded(keyPath: "")
+            m.protocolConfiguration = values?.protocol
+            m.onDemandRules = values?.rules
         }
     }
 
@@ -92,7 +109,15 @@ enum NEVPNPreferences {
               let list = top["managers"] as? [[String: Any]] else {
             throw NEVPNError(.configurationReadWriteFailed, "\(file) is not a preferences file")
         }
-        return list.compactMap(Entry.init(object:))
+        var entries: [Entry] = []
+        for (i, object) in list.enumerated() {
+            do throws(NEVPNError) {
+                if let entry = try Entry(object: object, keyPath: "managers[\(i)]") { entries.append(entry) }
+            } catch {
+                throw NEVPNError(.configurationReadWriteFailed, "\(file): \(error.message)")
+            }
+        }
+        return entries
     }
 
     static func update(_ change: (inout [Entry]) -> Void) throws(NEVPNError) {

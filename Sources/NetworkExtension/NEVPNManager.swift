@@ -9,7 +9,7 @@ import Synchronization
 /// `/run/tunnelgate/net-INODE/preferences.json`, one per network namespace like
 /// the tunnels themselves, gone at reboot. Completion handlers run on a
 /// background queue (iOS: the main queue).
-open class NEVPNManager: @unchecked Sendable {
+open class NEVPNManager: NSObject, @unchecked Sendable {
     // @unchecked Sendable: the configuration properties are set by their owner, as on iOS; what other
     // threads touch (the saved configuration, the connection) is behind the two mutexes.
     /// The saved configuration's key in the preferences file.
@@ -17,18 +17,23 @@ open class NEVPNManager: @unchecked Sendable {
     open var localizedDescription: String?
     open var isEnabled = false
     open var protocolConfiguration: NEVPNProtocol?
+    /// Saved (NEOnDemandRule.swift); evaluated by `TunnelgateOnDemand.evaluate` on network changes.
+    open var isOnDemandEnabled = false
+    open var onDemandRules: [NEOnDemandRule]?
 
     /// What was last saved or loaded: what the connection starts (as on iOS, unsaved changes are not used).
     private let saved = Mutex<NEVPNConnection.Configuration?>(nil)
     /// Separate from `saved`: a new connection reads the saved configuration while this one is held.
     private let connectionLock = Mutex<NEVPNConnection?>(nil)
 
-    public init() {
+    public override init() {
         identifier = UUID().uuidString
+        super.init()
     }
 
     init(identifier: String) {
         self.identifier = identifier
+        super.init()
     }
 
     /// True once this configuration was saved to or loaded from the preferences.

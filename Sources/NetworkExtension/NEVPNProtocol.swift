@@ -3,7 +3,7 @@ import TunnelgateSettings
 
 /// NEVPNProtocol: the manager's description of a VPN. Only what a packet
 /// tunnel uses on Linux is offered.
-open class NEVPNProtocol: @unchecked Sendable {
+open class NEVPNProtocol: NSObject, @unchecked Sendable {
     // @unchecked Sendable: a configuration object, mutated by its owner before it is saved (as on iOS).
     /// The server, handed to the provider host (TunnelgateHostHandoff.serverAddress; informational, as on iOS).
     open var serverAddress: String?
@@ -12,8 +12,15 @@ open class NEVPNProtocol: @unchecked Sendable {
     open var includeAllNetworks = false
     /// Handed to the host (TunnelgateHostConfiguration.excludeLocalNetworks).
     open var excludeLocalNetworks = false
+    /// References to secrets in Tunnelgate's secret store (`TunnelgateSecretStore.reference(named:)`;
+    /// iOS: keychain persistent references). Saved; the secret itself never is.
+    open var passwordReference: Data?
+    open var identityReference: Data?
+    /// Saved and handed to the provider. Not acted on yet: disconnecting on sleep needs the host to
+    /// follow logind's PrepareForSleep (issue 18).
+    open var disconnectOnSleep = false
 
-    public init() {}
+    public override init() { super.init() }
 }
 
 /// NETunnelProviderProtocol: which provider runs, with what configuration.

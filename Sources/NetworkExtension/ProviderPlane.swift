@@ -1,4 +1,3 @@
-import CPlaneSeccomp
 import Foundation
 import LinuxSystem
 import PlaneProtocol
@@ -35,16 +34,12 @@ final class ProviderPlane: NEProviderSystem, @unchecked Sendable {
         return nil
     }
 
-    /// What the plane does before the provider starts: not dumpable, and the seccomp allow-list.
-    static func lockDown() throws(SystemCallError) {
-        try ProcessControl.protectSecrets()
-        var error = [CChar](repeating: 0, count: 256)
-        let rc = CPlaneSeccomp_install(Int32(CPlaneSeccomp_refuse_eperm.rawValue), ProcessControl.id, &error, error.count)
-        guard rc == 0 else { throw SystemCallError("seccomp (\(String(cString: error)))", Errno(rawValue: -rc)) }
-    }
-
     private let providerQueue = DispatchQueue(label: "tunnelgate.provider")
-    private let pending = Mutex<[UInt64: @Sendable ((any Error)?) -> Void]>([:])
+    /// setTunnelNetworkSettings calls waiting for the engine's answer: the completion, and whether the
+    /// call removes the settings (nil).
+    private let pending = Mutex<[UInt64: (completion: @Sendable ((any Error)?) -> Void, removes: Bool)]>([:])
+    /// The TUN packetFlow reads and writes (the engine's descriptor); received on the `run` thread only.
+    private var tun: FileDescriptor?
     private let nextID = Atomic<UInt64>(1)
     private let cancelled = Atomic<Bool>(false)
     private let startFailed = Atomic<Bool>(false)
@@ -90,14 +85,25 @@ final class ProviderPlane: NEProviderSystem, @unchecked Sendable {
             case .garbage(let why):
                 log("garbage from the engine: \(why)")
             case .message(.applied(let id, let error, let code), _, let fds):
-                if let tun = fds.first { provider.packetFlow.bind(tun) }
+                let request = pending.withLock { $0.removeValue(forKey: id) }
+                if let new = fds.first {
+                    // New settings made a new TUN: packetFlow moves to it, the old one is closed.
+                    provider.packetFlow.unbind()
+                    tun?.close()
+                    tun = new
+                    provider.packetFlow.bind(new)
+                } else if error == nil, request?.removes == true, let old = tun {
+                    // The settings are gone, and the TUN with them.
+                    provider.packetFlow.unbind()
+                    old.close()
+                    tun = nil
+                }
                 for extra in fds.dropFirst() { extra.close() }
-                let completion = pending.withLock { $0.removeValue(forKey: id) }
+                let completion = request?.completion
                 let result: NSError? = error.map {
                     TunnelgateProviderHost.error(NETunnelProviderError(rawValue: code ?? 0) ?? .networkSettingsFailed, $0)
                 }
-                nonisolated(unsafe) let sendable = result
-                providerQueue.async { completion?(sendable) }
+                providerQueue.async { completion?(result) }
             case .message(.message(let id, let data), _, let fds):
                 for fd in fds { fd.close() }
                 providerQueue.async { [self] in
@@ -128,7 +134,7 @@ final class ProviderPlane: NEProviderSystem, @unchecked Sendable {
     func setTunnelNetworkSettings(_ settings: NETunnelNetworkSettings?, for provider: NEPacketTunnelProvider,
                                   completionHandler: @escaping @Sendable ((any Error)?) -> Void) {
         let id = nextID.add(1, ordering: .relaxed).oldValue
-        pending.withLock { $0[id] = completionHandler }
+        pending.withLock { $0[id] = (completionHandler, settings == nil) }
         let json = settings.flatMap { (try? JSONEncoder().encode(NetworkSettingsWire($0))).map { JSONText(String(decoding: $0, as: UTF8.self)) } }
         send(.apply(id: id, settings: json))
     }

@@ -3,6 +3,7 @@ import Session
 import Foundation
 import Engine
 import LinuxSystem
+import PlaneProtocol
 import Synchronization
 import TunnelgateSettings
 
@@ -46,7 +47,7 @@ public final class TunnelgateProviderHost: @unchecked Sendable {
         if ProviderPlane.isPlane {
             // The engine's first message (the manager's handoff) is read before anything else can.
             _ = TunnelgateHostHandoff.current
-            try ProviderPlane.lockDown()
+            try PlaneLockDown.apply()
             role = .plane(ProviderPlane(log: { log("[plane] \($0)") }))
         } else {
             // The provider's configuration and whatever keys it holds: no core dump, no reader without CAP_SYS_PTRACE.

@@ -1,4 +1,3 @@
-import CPlaneSeccomp
 import LinuxSystem
 import PlaneProtocol
 import RuntimeABI
@@ -17,22 +16,14 @@ public enum PacketPlane {
     /// The channel's descriptor in the plane.
     public static let channelDescriptor: Int32 = 3
 
-    /// `tunnelgate plane [--seccomp-log]`: runs until the engine says stop, the runtime fails, or the
+    /// `tunnelgate plane`: runs until the engine says stop, the runtime fails, or the
     /// engine goes (the channel closes; PR_SET_PDEATHSIG also kills the plane then). The exit status
     /// is 0 after a stop, 1 after a failure.
     public static func main(_ arguments: [String]) -> Int32 {
         var log = PlaneLog(name: "plane")
-        // Before anything else: no core dumps and no ptrace by our own uid (the keys come next), then
-        // the allow-list, so nothing read from the channel ever runs without it.
-        do throws(SystemCallError) { try ProcessControl.protectSecrets() } catch {
-            log.write("cannot make the plane undumpable: \(error)")
-            return 1
-        }
-        var error = [CChar](repeating: 0, count: 256)
-        let refusal = arguments.contains("--seccomp-log") ? CPlaneSeccomp_refuse_log : CPlaneSeccomp_refuse_eperm
-        let rc = CPlaneSeccomp_install(Int32(refusal.rawValue), ProcessControl.id, &error, error.count)
-        guard rc == 0 else {
-            log.write("cannot install the seccomp filter: \(String(cString: error))")
+        // Before anything else: not dumpable, and the allow-list (PlaneLockDown).
+        do throws(SystemCallError) { try PlaneLockDown.apply() } catch {
+            log.write("cannot lock the plane down: \(error)")
             return 1
         }
         let channel = ChannelEndpoint<PlaneMessage, EngineMessage>(SeqPacketChannel(FileDescriptor(rawValue: channelDescriptor)))

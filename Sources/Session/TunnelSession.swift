@@ -132,6 +132,9 @@ public final class TunnelSession {
     private var published: (PacketCounters, String?)?
     /// Plane restarts so far, and how many datagrams planes sent that were not messages.
     public private(set) var restarts = 0
+    /// Restarts in a row: the attempt that started the running plane (0: the first plane). A plane that
+    /// fails after `restart.healthySeconds` starts the count again.
+    private var restartsInRow = 0
     public private(set) var garbage = 0
 
     public init(engine: Engine, settings: TunnelSettings, package: PlanePackage, user: PlaneUser,
@@ -393,7 +396,7 @@ public final class TunnelSession {
             tunnel.publish(planePID: nil, planeUser: user.uid)
             log("the runtime failed: \(reason)")
             let healthy = ProcessControl.monotonicSeconds() - since >= restart.healthySeconds
-            return scheduleRestart(tunnel, attempt: healthy ? 1 : restarts + 1, reason: reason)
+            return scheduleRestart(tunnel, attempt: healthy ? 1 : restartsInRow + 1, reason: reason)
         case .restarting(let tunnel, let attempt, let at, let reason):
             guard ProcessControl.monotonicSeconds() >= at else { return nil }
             do throws(SessionError) {
@@ -408,6 +411,7 @@ public final class TunnelSession {
                 state = .running(plane, tunnel, since: ProcessControl.monotonicSeconds())
                 tunnel.publish(planePID: plane.process.pid, planeUser: user.uid)
                 restarts += 1
+                restartsInRow = attempt
                 log("packet plane restarted (attempt \(attempt)) after: \(reason)")
                 tunnel.publish(status: status, runtimeStatus: lastRuntime?.json)
                 return nil
@@ -476,22 +480,6 @@ public final class TunnelSession {
         tunnel.publish(status: .disconnecting)
         try tunnel.stop()
         return ""
-    }
-
-    /// Ends the session without touching the kernel, as a crash would: the plane stops, and what was
-    /// applied stays (with a kill switch: nothing leaves but loopback) until `down` or the next `up`
-    /// removes it. For a runtime that failed under a kill switch.
-    public func abandon() {
-        switch state {
-        case .loaded(let plane), .applied(let plane, _), .running(let plane, _, _): plane.stop(timeout: 2)
-        default: break
-        }
-        tunnel?.publish(planePID: nil, planeUser: nil)
-        tunnel?.publish(status: .disconnected)
-        state = .stopped
-        control = nil
-        monitor = nil
-        releasePackage()
     }
 
     private var released = false

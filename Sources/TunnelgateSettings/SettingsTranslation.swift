@@ -357,6 +357,7 @@ enum KeyOrder {
         "ipv6Settings.includedRoutes[]": ipv6Route, "ipv6Settings.excludedRoutes[]": ipv6Route,
         "dnsSettings": TunnelSettings.dnsKeys,
         "forwarding": ["sources", "masquerade"],
+        "restart": ["policy", "attempts"],
         "runtime": ["kind", "library", "symbols", "arguments", "secretEnvironment", "secretFile", "packetPath",
                     "resultCodes", "identitySeedFile", "generateIdentity", "privateKeyFile", "listenPort", "fwMark",
                     "seeds", "relay", "contacts", "contactsOnly", "peers", "keepaliveSeconds", "startTimeoutSeconds"],

@@ -2,7 +2,7 @@ extension TunnelSettings {
     /// The keys of the JSON format, by object. Anything else is an error.
     static let topLevelKeys = ["name", "tunnelRemoteAddress", "mtu", "ipv4Settings", "ipv6Settings",
                                "dnsSettings", "includeAllNetworks", "excludeLocalNetworks",
-                               "carrierEndpoints", "runtime", "forwarding"]
+                               "carrierEndpoints", "runtime", "forwarding", "restart"]
     static let ipv4Keys = ["addresses", "subnetMasks", "includedRoutes", "excludedRoutes"]
     static let ipv6Keys = ["addresses", "networkPrefixLengths", "includedRoutes", "excludedRoutes"]
     static let ipv4RouteKeys = ["destinationAddress", "subnetMask", "gatewayAddress"]
@@ -138,12 +138,13 @@ struct SettingsReader {
         let carriers = translation.carrierEndpoints(strings(top["carrierEndpoints"]), at: "carrierEndpoints")
         let runtime = top["runtime"].map { readRuntime($0) } ?? RuntimeSettings.none
         let forwarding = top["forwarding"].map { readForwarding($0) }
+        let restart = top["restart"].map { readRestart($0) }
 
         if case .wireguard = runtime, mtu == nil { mtu = WireGuardSettings.defaultMTU }
         var settings = TunnelSettings(name: name, tunnelRemoteAddress: remote, mtu: mtu, ipv4Settings: ipv4,
                                       ipv6Settings: ipv6, dnsSettings: dns, includeAllNetworks: includeAll,
                                       excludeLocalNetworks: excludeLocal, carrierEndpoints: carriers, runtime: runtime,
-                                      forwarding: forwarding, meshAddressIndex: meshAddressIndex)
+                                      forwarding: forwarding, restart: restart, meshAddressIndex: meshAddressIndex)
         settings.addRemoteAsCarrier()
         if case .wireguard(let wg) = runtime {
             // The peers' endpoints are carriers: kept off the tunnel, let through the kill switch.
@@ -241,6 +242,22 @@ struct SettingsReader {
         let sources = translation.prefixes(strings(m["sources"]), at: "\(path).sources")
         let masquerade = bool(m["masquerade"]) ?? true
         return ForwardingSettings(sources: sources, masquerade: masquerade)
+    }
+
+    /// `"restart": {"policy": "never" | "on-failure", "attempts": N}`.
+    mutating func readRestart(_ entry: (JSONValue, String)) -> RestartSettings {
+        let path = entry.1
+        guard let m = members(entry.0, path, allowed: ["policy", "attempts"]) else { return RestartSettings(policy: .never) }
+        var policy = RestartSettings.Policy.never
+        if m["policy"] == nil {
+            problem("\(path).policy", "missing (never or on-failure)")
+        } else if let text = string(m["policy"]) {
+            if let p = RestartSettings.Policy(rawValue: text) { policy = p } else {
+                problem("\(path).policy", "'\(text)' is not a restart policy (never or on-failure)")
+            }
+        }
+        let attempts = m["attempts"] == nil ? RestartSettings.defaultAttempts : integer(m["attempts"]) ?? RestartSettings.defaultAttempts
+        return RestartSettings(policy: policy, attempts: attempts)
     }
 
     /// The runtime of the kind named; `.none` in place of one whose kind is missing or unknown

@@ -89,6 +89,9 @@ struct SettingsValidator {
             }
         }
         if let forwarding = s.forwarding, !isRefused("forwarding") { checkForwarding(forwarding) }
+        if let restart = s.restart, !isRefused("restart.attempts"), !RestartSettings.attemptsRange.contains(restart.attempts) {
+            problem("restart.attempts", "\(restart.attempts) is out of range (\(RestartSettings.attemptsRange.lowerBound)–\(RestartSettings.attemptsRange.upperBound))")
+        }
         return findings
     }
 
@@ -277,6 +280,11 @@ struct SettingsValidator {
             problem("runtime.identitySeedFile", "\(quoted(m.identitySeedFile)) is not an absolute path")
         }
         if m.seeds.isEmpty, !isRefused("runtime.seeds") { problem("runtime.seeds", "empty (at least one seed peer is needed to join)") }
+        // MeshGuard binds its own socket, in the unprivileged packet plane: a privileged port would fail at
+        // start, after the kernel was touched.
+        if (1..<1024).contains(m.listenPort), !isRefused("runtime.listenPort") {
+            problem("runtime.listenPort", "\(m.listenPort) is below 1024, which the packet plane may not bind (MeshGuard opens its own socket there); use 1024–65535, or 0 for any")
+        }
         for i in checked(m.seeds.count, "runtime.seeds") {
             let seed = m.seeds[i], p = "runtime.seeds[\(i)]"
             if seed.port == 0 { problem(p, "\(quoted(seed.description)) is not IP:port or host:port (port 1–65535)"); continue }

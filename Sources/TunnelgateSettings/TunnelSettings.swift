@@ -34,6 +34,9 @@ public struct TunnelSettings: Sendable, Equatable {
     public var runtime: RuntimeSettings
     /// Gateway mode: other hosts or namespaces routed through this one use the tunnel.
     public var forwarding: ForwardingSettings?
+    /// What happens when the tunnel's packet plane fails (crashes, is killed, hangs, garbles its
+    /// channel): nil is `never`, the tunnel fails (a kill switch stays closed).
+    public var restart: RestartSettings?
     /// `ipv4Settings.addresses[i]` was written `"auto"`: this node's mesh
     /// IPv4, derived from its MeshGuard identity (mesh runtime only). Until
     /// `resolvingMeshAddress` fills it in, that entry is 0.0.0.0 and the
@@ -52,7 +55,7 @@ public struct TunnelSettings: Sendable, Equatable {
                 dnsSettings: DNSSettings? = nil, includeAllNetworks: Bool = false,
                 excludeLocalNetworks: Bool = false, carrierEndpoints: [CarrierEndpoint] = [],
                 runtime: RuntimeSettings = .none, forwarding: ForwardingSettings? = nil,
-                meshAddressIndex: Int? = nil) {
+                restart: RestartSettings? = nil, meshAddressIndex: Int? = nil) {
         self.name = name
         self.tunnelRemoteAddress = tunnelRemoteAddress
         self.mtu = mtu
@@ -64,7 +67,53 @@ public struct TunnelSettings: Sendable, Equatable {
         self.carrierEndpoints = carrierEndpoints
         self.runtime = runtime
         self.forwarding = forwarding
+        self.restart = restart
         self.meshAddressIndex = meshAddressIndex
+    }
+}
+
+/// The packet plane's restart policy, as systemd's `Restart=` names it: `never` (the default), or
+/// `onFailure`: a plane that fails is started again with the same TUN, after a pause that doubles from
+/// half a second up to ten, at most `attempts` times in a row (a plane that ran a minute resets the count).
+/// Meanwhile the tunnel is reasserting and the kill switch holds.
+public struct RestartSettings: Sendable, Equatable {
+    public enum Policy: String, Sendable, CaseIterable {
+        case never
+        case onFailure = "on-failure"
+    }
+    public var policy: Policy
+    public var attempts: Int
+
+    public static let defaultAttempts = 5
+    public static let attemptsRange = 1...100
+
+    public init(policy: Policy, attempts: Int = defaultAttempts) {
+        self.policy = policy
+        self.attempts = attempts
+    }
+
+    /// `never`, `on-failure` or `on-failure:N` (`tunnelgate up --restart`); nil otherwise, and
+    /// `problem(_:)` says why.
+    public static func parse(_ text: String) -> RestartSettings? {
+        problem(text) == nil ? parsed(text) : nil
+    }
+
+    /// Why `text` is not a restart policy; nil when it is one.
+    public static func problem(_ text: String) -> String? {
+        let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let policy = Policy(rawValue: String(parts[0])) else {
+            return "'\(text)' is not a restart policy (never, on-failure or on-failure:ATTEMPTS)"
+        }
+        if parts.count == 2, policy != .onFailure || Int(parts[1]).map({ !attemptsRange.contains($0) }) ?? true {
+            return "'\(text)': the attempts of on-failure are a number from \(attemptsRange.lowerBound) to \(attemptsRange.upperBound)"
+        }
+        return nil
+    }
+
+    private static func parsed(_ text: String) -> RestartSettings? {
+        let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let policy = Policy(rawValue: String(parts[0])) else { return nil }
+        return RestartSettings(policy: policy, attempts: parts.count == 2 ? Int(parts[1]) ?? defaultAttempts : defaultAttempts)
     }
 }
 

@@ -83,6 +83,16 @@ public struct WireGuardSettings: Sendable, Equatable {
 }
 
 extension WireGuardSettings {
+    /// The same settings with every key replaced by a stand-in of zeros: what the engine keeps once the
+    /// keys are handed to the packet plane, so that the key memory it read is released (and wiped) and
+    /// no second copy stays in the engine.
+    public func withoutKeys() -> WireGuardSettings {
+        var copy = self
+        copy.privateKey = Self.placeholderPrivateKey
+        for i in copy.peers.indices where copy.peers[i].presharedKey != nil { copy.peers[i].presharedKey = Self.placeholderPrivateKey }
+        return copy
+    }
+
     /// Stand in for keys a translator could not read (its problem says why); never returned.
     static let placeholderPublicKey = [UInt8](repeating: 0, count: 32)
     static var placeholderPrivateKey: SecretKey { SecretKey(bytes: placeholderPublicKey)! }

@@ -8,10 +8,10 @@ import TunnelgateSettings
 /// and writes the TUN itself (fd path) on its device thread.
 ///
 /// Two ways to make one, by who makes its sockets:
-/// - `init(_:log:)`: the runtime makes them, as the single-process `tunnelgate up` and tests need:
-///   UDP bound to ListenPort (any free port without one) and marked with FwMark or the tunnel's
-///   carrier mark, the UAPI socket at /var/run/wireguard/NAME.sock; `wg set listen-port` and `fwmark`
-///   work.
+/// - `init(_:log:)`: the runtime makes them, for tests and tools that run the device in one
+///   privileged process: UDP bound to ListenPort (any free port without one) and marked with FwMark
+///   or the tunnel's carrier mark, the UAPI socket at /var/run/wireguard/NAME.sock; `wg set
+///   listen-port` and `fwmark` work.
 /// - `init(_:carrierSockets:timers:offloads:log:)`: the engine made them (`CarrierSockets`), for a
 ///   packet plane that may neither bind a low port nor mark a socket: used as they are, never bound or
 ///   marked here; `wg set listen-port` and `fwmark` are refused.

@@ -19,16 +19,17 @@ struct UsageError: Error {
 }
 
 enum Command: String, CaseIterable {
-    case validate, plan, up, down, status, message, help
+    case validate, plan, up, down, status, message, metrics, help
 
     var usage: String {
         switch self {
         case .validate: "tunnelgate validate CONFIG"
         case .plan: "tunnelgate plan CONFIG [--netns NS]"
-        case .up: "tunnelgate up CONFIG [--netns NS] [--detach]"
+        case .up: "tunnelgate up CONFIG [--netns NS] [--detach] [--restart POLICY]"
         case .down: "tunnelgate down NAME [--netns NS]"
         case .status: "tunnelgate status [NAME] [--netns NS] [--json]  |  tunnelgate status NAME [--netns NS] --watch"
         case .message: "tunnelgate message NAME DATA [--netns NS]"
+        case .metrics: "tunnelgate metrics [--listen ADDR:PORT] [--allow-non-loopback] [--netns NS]... [--all-namespaces]"
         case .help: "tunnelgate help [SUBCOMMAND]"
         }
     }
@@ -41,6 +42,7 @@ enum Command: String, CaseIterable {
         case .down: "Stop a tunnel and remove everything it created (also after a crash)."
         case .status: "Show tunnels of this network namespace: state, interface, routes, counters, the runtime's own status."
         case .message: "Send DATA to the tunnel's runtime (app_message) and print its reply."
+        case .metrics: "Serve the tunnels' state and counters as Prometheus metrics over HTTP."
         case .help: "Show help for a subcommand."
         }
     }
@@ -55,7 +57,7 @@ enum Command: String, CaseIterable {
             text += "\nARGUMENTS:\n  CONFIG          A JSON configuration.\n"
             text += "\nPrints the TUN, link settings, addresses, routes (table T) and policy rules in\nip(8) words. Reads the kernel to choose a free table; changes nothing.\n"
         case .up:
-            text += "\nARGUMENTS:\n  CONFIG          A JSON configuration.\n\nOPTIONS:\n  --netns NS      Isolate mode: move the TUN into namespace NS (`ip netns add NS`)\n                  and configure it there; NS can then reach nothing but the tunnel,\n                  while tunnelgate and its carrier sockets stay here.\n  --detach        Return once the settings are applied and verified; the tunnel\n                  keeps running in the background until `tunnelgate down NAME`.\n"
+            text += "\nARGUMENTS:\n  CONFIG          A JSON configuration.\n\nOPTIONS:\n  --netns NS      Isolate mode: move the TUN into namespace NS (`ip netns add NS`)\n                  and configure it there; NS can then reach nothing but the tunnel,\n                  while tunnelgate and its carrier sockets stay here.\n  --detach        Return once the settings are applied and verified; the tunnel\n                  keeps running in the background until `tunnelgate down NAME`.\n  --restart POLICY\n                  What to do when the packet plane fails: never (the default),\n                  on-failure or on-failure:ATTEMPTS (start it again with the same\n                  TUN, at most ATTEMPTS times in a row, 5 by default). Overrides\n                  the configuration's restart.\n"
             text += "\nWithout --detach, runs until SIGINT, SIGTERM or `tunnelgate down NAME`, then\nremoves everything it created. Residue of a crashed run of the same name is\nremoved first.\n"
         case .down:
             text += "\nARGUMENTS:\n  NAME            The tunnel (its interface name, `name` in the configuration).\n\nOPTIONS:\n  --netns NS      The tunnel was started with `up --netns NS`.\n"
@@ -67,6 +69,8 @@ enum Command: String, CaseIterable {
         case .message:
             text += "\nARGUMENTS:\n  NAME            A running tunnel.\n  DATA            The message (its UTF-8 bytes).\n\nOPTIONS:\n  --netns NS      The tunnel was started with `up --netns NS`.\n"
             text += "\nThe equivalent of sendProviderMessage: DATA goes through the tunnel's control\nsocket to the runtime's app_message; its reply is printed.\n"
+        case .metrics:
+            text += metricsHelpText
         case .help:
             break
         }
@@ -83,6 +87,7 @@ USAGE: tunnelgate <subcommand>
 OPTIONS:
   -h, --help      Show help information.
   --version       Show the version.
+  --log-format F  Log lines on standard error as text (default) or json, one object a line.
 
 SUBCOMMANDS:
 \(Command.allCases.map { "  " + $0.rawValue.padding(14) + $0.summary }.joined(separator: "\n"))
@@ -96,15 +101,19 @@ extension String {
 }
 
 func printError(_ text: String) {
-    var line = text
-    if !line.hasSuffix("\n") { line += "\n" }
-    _ = try? FileDescriptor.standardError.writeAll(Array(line.utf8))
+    _ = try? FileDescriptor.standardError.writeAll(Array(LogFormat.current.line(text).utf8))
 }
 
 extension CommandLine {
     static func run(_ arguments: [String]) -> Int32 {
+        var arguments = arguments
         do {
+            try LogFormat.take(from: &arguments)
             return try dispatch(arguments)
+        } catch let error as UsageError where LogFormat.current == .json {
+            let usage = error.command?.usage ?? "tunnelgate <subcommand>"
+            _ = try? FileDescriptor.standardError.writeAll(Array(LogFormat.json.line("Error: \(error.message)", usage: usage).utf8))
+            return ExitCode.usage
         } catch let error as UsageError {
             printError("Error: \(error.message)")
             printError("Usage: \(error.command?.usage ?? "tunnelgate <subcommand>")")
@@ -150,13 +159,14 @@ extension CommandLine {
         case .up:
             let netns = try takeNamespace(&rest, command)
             let detach = takeFlag(&rest, "--detach")
+            let restart = try takeOption(&rest, "--restart", command)
             let readyFD = try takeOption(&rest, "--ready-fd", command).map { value -> Int32 in
                 guard let fd = Int32(value), fd > 2 else { throw UsageError(message: "--ready-fd takes a descriptor number", command: command) }
                 return fd
             }
             let path = try takePositional(&rest, "CONFIG", command)
             try noMore(rest, command)
-            return try up(path, netns: netns, detach: detach, readyFD: readyFD)
+            return try up(path, netns: netns, detach: detach, readyFD: readyFD, restart: restart)
         case .down:
             let netns = try takeNamespace(&rest, command)
             let name = try takePositional(&rest, "NAME", command)
@@ -168,6 +178,8 @@ extension CommandLine {
             let data = try takePositional(&rest, "DATA", command)
             try noMore(rest, command)
             return try message(name, data, netns: netns)
+        case .metrics:
+            return try metrics(&rest)
         case .status:
             let netns = try takeNamespace(&rest, command)
             let json = takeFlag(&rest, "--json")

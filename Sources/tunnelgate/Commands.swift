@@ -131,38 +131,48 @@ extension CommandLine {
         return ExitCode.success
     }
 
-    static func up(_ path: String, netns: String?, detach: Bool, readyFD: Int32?) throws -> Int32 {
+    static func up(_ path: String, netns: String?, detach: Bool, readyFD: Int32?, restart: String? = nil) throws -> Int32 {
         // Validate in the caller's process so that errors reach the terminal
         // directly and nothing is started for a bad configuration.
-        let settings = try loadSettings(path)
+        var settings = try loadSettings(path)
+        if let restart {
+            guard let r = RestartSettings.parse(restart) else {
+                throw UsageError(message: "--restart: \(RestartSettings.problem(restart) ?? restart)", command: .up)
+            }
+            settings.restart = r
+        }
         // A process holding a key or secret dumps no core and lets no one without CAP_SYS_PTRACE read it.
         if settings.runtime.holdsSecret {
             do { try ProcessControl.protectSecrets() } catch { throw Failure(error.description) }
         }
         if let notice = SecureBytes.takeLockFailureNotice() { printError("tunnelgate: warning: \(notice)") }
         let isolated = try namespace(netns)
-        if detach { return try spawnDetached(path, netns: netns, settings: settings) }
+        if detach { return try spawnDetached(path, netns: netns, restart: restart, settings: settings) }
 
         let ready = readyFD.map { FileDescriptor(rawValue: $0) }
         func fail(_ message: String) -> Failure {
             if let ready { try? ready.writeAll(Array(("error " + message).utf8)); ready.close() }
             return Failure(message)
         }
-        return try upWithPlane(settings, path: path, isolated: isolated, ready: ready, fail: fail)
+        // The settings go on without this frame's copy: their keys are released once handed to the plane.
+        return try upWithPlane(consume settings, path: path, isolated: isolated, ready: ready, fail: fail)
     }
 
     /// `up` with the runtime in a packet plane: the unprivileged, sandboxed process that hosts it
     /// (docs/architecture.md, Processes). This process is the engine: it applies the settings, watches
     /// and repairs them, serves the control socket and publishes the status; the plane moves packets.
-    static func upWithPlane(_ original: TunnelSettings, path: String, isolated: NetworkNamespace?, ready: FileDescriptor?,
+    static func upWithPlane(_ original: consuming TunnelSettings, path: String, isolated: NetworkNamespace?, ready: FileDescriptor?,
                             fail: (String) -> Failure) throws -> Int32 {
-        var settings = original
+        var settings = consume original
         // The engine keeps only the capabilities it needs (TunnelSession.engineCapabilities).
         do { try ProcessControl.keepOnly(TunnelSession.engineCapabilities) } catch { throw fail(error.description) }
         // What the plane needs, read here (files trusted, secrets in secure memory), nothing loaded.
         let package: PlanePackage
         let identity: MeshIdentity?
         do { (package, identity) = try PlaneHandoff.prepare(settings) } catch { throw fail(error.description) }
+        // The WireGuard keys are in the package's tail now (for the plane, and its restarts): the
+        // settings' own copy goes, so that the engine holds one.
+        if case .wireguard(let w) = settings.runtime { settings.runtime = .wireguard(w.withoutKeys()) }
         let signals: FileDescriptor, engine: Engine, user: PlaneUser
         do {
             if let identity {
@@ -180,7 +190,7 @@ extension CommandLine {
         }
         if ready == nil { engine.log = { printError("tunnelgate: \($0)") } }
         let session = TunnelSession(engine: engine, settings: settings, package: package, user: user,
-                                    restart: restartPolicy(), planeLog: FileDescriptor(rawValue: 2),
+                                    restart: restartPolicy(settings.restart), planeLog: FileDescriptor(rawValue: 2),
                                     log: { printError("tunnelgate: \($0)") })
         // The runtime is loaded in the plane (library, symbols, secret) before the kernel is touched.
         do { try session.prepare() } catch {
@@ -242,16 +252,15 @@ extension CommandLine {
         return ExitCode.success
     }
 
-    /// The packet plane's restart policy: off unless TUNNELGATE_RESTART says `on-failure[:N]`.
-    static func restartPolicy() -> RestartPolicy {
-        guard let value = ProcessControl.environmentValue("TUNNELGATE_RESTART"), value.hasPrefix("on-failure") else { return .never }
-        let attempts = value.split(separator: ":").dropFirst().first.flatMap { Int($0) } ?? 5
-        return RestartPolicy(mode: .onFailure, maximumAttempts: attempts, initialDelay: 0.2, maximumDelay: 10)
+    /// The packet plane's restart policy: `--restart`, else the configuration's `restart`, else never.
+    static func restartPolicy(_ settings: RestartSettings?) -> RestartPolicy {
+        guard let settings, settings.policy == .onFailure else { return .never }
+        return RestartPolicy(mode: .onFailure, maximumAttempts: settings.attempts, initialDelay: 0.5, maximumDelay: 10)
     }
 
     /// Starts `tunnelgate up CONFIG --ready-fd 3` in its own session and waits
     /// until it reports the tunnel applied and verified, or its error.
-    static func spawnDetached(_ path: String, netns: String?, settings: TunnelSettings) throws -> Int32 {
+    static func spawnDetached(_ path: String, netns: String?, restart: String?, settings: TunnelSettings) throws -> Int32 {
         // Both ends blocking: the child writes its one line, this process waits for it.
         let (readEnd, writeEnd) = try FileDescriptor.pipe()
         defer { readEnd.close() }
@@ -265,6 +274,7 @@ extension CommandLine {
         let state = try Engine(namespace: try namespace(netns)).state
         let executable = "/proc/self/exe"
         let argv = ["tunnelgate", "up", absolutePath(path), "--ready-fd", "3"] + (netns.map { ["--netns", $0] } ?? [])
+            + (restart.map { ["--restart", $0] } ?? [])
         let pid: Int32
         do {
             // This process's environment; standard output and error appended to the log; the write end is 3.

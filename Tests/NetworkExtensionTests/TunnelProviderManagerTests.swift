@@ -94,12 +94,13 @@ final class TunnelProviderManagerTests: XCTestCase {
         }
     }
 
-    func testProviderConfigurationMustBeJSON() async {
+    func testProviderConfigurationMustBeAPropertyList() async {
         let m = configured()
-        (m.protocolConfiguration as? NETunnelProviderProtocol)?.providerConfiguration = ["date": Date()]
+        // A Date is a property-list value and is saved (ProtocolConfigurationTests); a URL is not.
+        (m.protocolConfiguration as? NETunnelProviderProtocol)?.providerConfiguration = ["url": URL(string: "https://198.18.0.1/")!]
         do {
             try await m.saveToPreferences()
-            XCTFail("saved a configuration JSON cannot hold")
+            XCTFail("saved a configuration a property list cannot hold")
         } catch {
             let e = error as NSError
             XCTAssertEqual(e.domain, NEVPNErrorDomain)

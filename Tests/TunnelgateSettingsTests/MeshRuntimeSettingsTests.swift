@@ -124,6 +124,15 @@ final class MeshRuntimeSettingsTests: XCTestCase {
         XCTAssertTrue(peers.contains { $0.hasPrefix("runtime.peers: 'all' is not \"auto\"") }, "\(peers)")
     }
 
+    func testAPrivilegedListenPortIsRefused() throws {
+        // MeshGuard binds its own socket in the unprivileged packet plane.
+        XCTAssertEqual(problems(config(runtime: #", "listenPort": 443, "seeds": ["10.0.0.1:5510"]"#)), [
+            "runtime.listenPort: 443 is below 1024, which the packet plane may not bind (MeshGuard opens its own socket there); use 1024–65535, or 0 for any",
+        ])
+        XCTAssertEqual(try parse(config(runtime: #", "listenPort": 1024, "seeds": ["10.0.0.1:5510"]"#)).listenPort, 1024)
+        XCTAssertEqual(try parse(config(runtime: #", "listenPort": 0, "seeds": ["10.0.0.1:5510"]"#)).listenPort, 0)
+    }
+
     func testTheMTUIsLimitedTo1396() throws {
         let runtime = #", "seeds": ["10.0.0.1:5510"]"#
         XCTAssertNoThrow(try parse(config(runtime: runtime, mtu: #", "mtu": 1396"#)))

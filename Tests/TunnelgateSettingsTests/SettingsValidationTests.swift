@@ -72,7 +72,7 @@ final class SettingsValidationTests: XCTestCase {
         """)
         // Unknown keys of an object come first, then the problems of its known keys in file order.
         XCTAssertEqual(p, [
-            "frobnicate: unknown key (known here: name, tunnelRemoteAddress, mtu, ipv4Settings, ipv6Settings, dnsSettings, includeAllNetworks, excludeLocalNetworks, carrierEndpoints, runtime, forwarding)",
+            "frobnicate: unknown key (known here: name, tunnelRemoteAddress, mtu, ipv4Settings, ipv6Settings, dnsSettings, includeAllNetworks, excludeLocalNetworks, carrierEndpoints, runtime, forwarding, restart)",
             "name: 'this-name-is-way-too-long' is 25 bytes; the kernel takes interface names of at most 15",
             "mtu: 500 is outside 576–65535",
             "ipv4Settings.addresses[1]: '10.8.0.300' is not an IPv4 address",
@@ -86,6 +86,31 @@ final class SettingsValidationTests: XCTestCase {
             "ipv6Settings.networkPrefixLengths[0]: prefix length 129 is outside 0–128",
             "carrierEndpoints[0]: 'bad host' is not a valid host name ('bad host' has characters other than letters, digits, '-' and '_')",
         ])
+    }
+
+    func testRestartPolicy() throws {
+        XCTAssertNil(try parse(#"{"tunnelRemoteAddress": "198.18.0.10"}"#).restart)
+        XCTAssertEqual(try parse(#"{"tunnelRemoteAddress": "198.18.0.10", "restart": {"policy": "on-failure"}}"#).restart,
+                       RestartSettings(policy: .onFailure, attempts: 5))
+        XCTAssertEqual(try parse(#"{"tunnelRemoteAddress": "198.18.0.10", "restart": {"policy": "on-failure", "attempts": 9}}"#).restart,
+                       RestartSettings(policy: .onFailure, attempts: 9))
+        XCTAssertEqual(problems(#"{"tunnelRemoteAddress": "198.18.0.10", "restart": {"policy": "always", "attempts": 0, "delay": 1}}"#), [
+            "restart.delay: unknown key (known here: policy, attempts)",
+            "restart.policy: 'always' is not a restart policy (never or on-failure)",
+            "restart.attempts: 0 is out of range (1–100)",
+        ])
+        XCTAssertEqual(problems(#"{"tunnelRemoteAddress": "198.18.0.10", "restart": {"attempts": 101}}"#), [
+            "restart.policy: missing (never or on-failure)",
+            "restart.attempts: 101 is out of range (1–100)",
+        ])
+        // `tunnelgate up --restart`.
+        XCTAssertEqual(RestartSettings.parse("never"), RestartSettings(policy: .never))
+        XCTAssertEqual(RestartSettings.parse("on-failure"), RestartSettings(policy: .onFailure, attempts: 5))
+        XCTAssertEqual(RestartSettings.parse("on-failure:3"), RestartSettings(policy: .onFailure, attempts: 3))
+        for bad in ["", "sometimes", "on-failure:", "on-failure:0", "on-failure:x", "never:3", "on-failure:101"] {
+            XCTAssertNil(RestartSettings.parse(bad), bad)
+            XCTAssertNotNil(RestartSettings.problem(bad), bad)
+        }
     }
 
     func testMTUAtLeast1280WithIPv6() {

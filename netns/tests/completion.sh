@@ -57,7 +57,7 @@ options_of() {
     grep -oE '(^|[ [])--[a-z][a-z-]*' | sed 's/^[ [ ]*//' | sort -u
 }
 check_eq "tunnelgate --help lists seven subcommands" 7 "$(printf '%s\n' "$subcommands" | grep -c .)"
-check_eq "tunnelgate help up names --netns and --detach" $'--detach\n--netns' "$(options_of up)"
+check_eq "tunnelgate help up names --netns, --detach and --restart" $'--detach\n--netns\n--restart' "$(options_of up)"
 
 shells=(bash)
 if command -v zsh >/dev/null; then

@@ -175,11 +175,20 @@ tg_leak_reset
 tg_leak_generate_start
 tg_run tg_c message tga "fail the server revoked this session"
 check_eq "[runtime failed] the runtime took the fail message" failing "$TG_OUT"
-wait_for "[runtime failed] tga's process exits" 10 tg_no_tunnel_process "$NS_C"
+# The engine outlives its runtime: under the kill switch it stays, disconnected, says why and holds it.
+wait_for "[runtime failed] tga is disconnected, with the runtime's failure as the reason" 10 \
+  bash -c "ip netns exec $NS_C $TG status tga --json | jq -e '.status == \"disconnected\" and (.lastDisconnectError | test(\"revoked\"))' >/dev/null"
+check "[runtime failed] ... and its kill switch is on" \
+  bash -c "ip netns exec $NS_C $TG status tga --json | jq -e '.killSwitch' >/dev/null"
+check_eq "[runtime failed] ... held by the engine (its packet plane is gone)" "" "$(tg_plane_pids "$NS_C")"
 tg_leak_generate_stop "[runtime failed] the generator ran through the failure"
 no_leak "runtime failed"
-check "[runtime failed] status: the residue's kill switch is still on" \
-  bash -c "ip netns exec $NS_C $TG status tga --json | jq -e '.residue and .killSwitch' >/dev/null"
+# Then the engine dies too (a crash): what it applied stays as the residue, kill switch and all.
+engine=$(tg_tunnel_pids "$NS_C" | head -n 1)
+kill -KILL "${engine:-0}"
+wait_for "[engine killed] tga's engine is gone" 10 tg_no_tunnel_process "$NS_C"
+residue_kill_switch() { local s; s=$(ip netns exec "$NS_C" "$TG" status tga --json 2>&1); echo "$s"; jq -e '.residue and .killSwitch' <<<"$s" >/dev/null; }
+wait_for "[engine killed] status: the residue's kill switch is still on" 5 residue_kill_switch
 
 # --- failed next ups over the residue -------------------------------------------------------------------------
 failed_up() { # PHASE ERROR-REGEX CONFIG

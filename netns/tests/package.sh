@@ -7,7 +7,7 @@
 #   │   → tunnelgate_VERSION_ARCH.deb  │ ───────► ┌──────────────────────────────────────────┐
 #   └──────────────────────────────────┘          │ dpkg -i, apt-get -f install (Depends)    │
 #                                                 │ tunnelgate --version, validate, verify   │
-#                                                 │ dpkg -r: no file left; dpkg -P: no user  │
+#                                                 │ dpkg -r: no file left; dpkg -P: no state │
 #                                                 └──────────────────────────────────────────┘
 #
 # No network namespace is made; the root is entered with chroot in a private mount namespace (its
@@ -89,7 +89,7 @@ check_eq "the package's file name carries tunnelgate --version" \
   "tunnelgate_${version}_$(dpkg --print-architecture).deb" "$(basename "$deb")"
 check_eq "its Version: field is tunnelgate --version" "$version" "$(dpkg-deb -f "$deb" Version)"
 depends=$(dpkg-deb -f "$deb" Depends)
-for lib in libc6 libmnl0 libnftnl11 libsodium23 libsystemd0 adduser; do
+for lib in libc6 libmnl0 libnftnl11 libsodium23 libsystemd0 libseccomp2; do
   check_match "Depends: names $lib" "(^|, )$lib( |,|$)" "$depends"
 done
 check_no_match "Depends: names no Swift toolchain or runtime package" 'swift' "$depends"
@@ -197,12 +197,9 @@ tg_run in_root ldd -r /usr/lib/tunnelgate/libTunnelgateExampleRuntime.so
 check_rc "the example runtime's libraries and symbols all resolve in the root (ldd -r)" 0
 check_no_match "… with none missing and no Swift runtime" 'undefined symbol|not found|swift' "$TG_OUT$TG_ERR"
 
-# The system user the packet plane will run as.
-user=$(in_root getent passwd tunnelgate)
-check_match "postinst made the system user tunnelgate (uid below 1000, no home, no login shell)" \
-  '^tunnelgate:x:[1-9][0-9]{0,2}:[0-9]+:[^:]*:/nonexistent:/usr/sbin/nologin$' "$user"
-check_fails "… whose home directory does not exist" test -e "$ROOT/nonexistent"
-check_match "… with a group of its own" '^tunnelgate:x:' "$(in_root getent group tunnelgate)"
+# No account: the packet planes run as uids of a range of their own (0x74670000 and up), chosen at up.
+check_eq "postinst made no user or group (the planes' uids need no account)" "" \
+  "$(in_root getent passwd tunnelgate; in_root getent group tunnelgate)"
 
 # The units as installed: systemd-analyze verify loads them with the installed binary and man pages
 # (systemd is installed in the root but not running; verify needs neither a running manager nor PID 1).
@@ -217,7 +214,7 @@ check_match "systemd-analyze security rates tunnelgate@wg0 (for the record: $(pr
 tg_run in_root man -w tunnelgate.json
 check_eq "man finds tunnelgate.json(5) in the root" "/usr/share/man/man5/tunnelgate.json.5.gz" "$TG_OUT"
 
-# --- Remove: no file of the package is left; purge: the user goes too ----------------------------------
+# --- Remove: no file of the package is left; purge: nor its state ----------------------------------
 pkg_files=$(in_root dpkg-query -L tunnelgate | grep -vx '/.')
 tg_run in_root dpkg -r tunnelgate
 check_rc "dpkg -r tunnelgate" 0
@@ -237,11 +234,8 @@ leftover() {
   comm -13 "$before" "$after" | grep tunnelgate | grep -vE '^/var/lib/dpkg/info/tunnelgate\.|^/var/cache/man/' || true
 }
 check_eq "after dpkg -r no new path names tunnelgate (but dpkg's record and man's cache)" "" "$(leftover)"
-check_match "… the user stays until purge (Debian's rule for system users)" '^tunnelgate:' "$(in_root getent passwd tunnelgate)"
 tg_run in_root dpkg -P tunnelgate
 check_rc "dpkg -P tunnelgate" 0
-check_eq "after purge the user tunnelgate is gone" "" "$(in_root getent passwd tunnelgate)"
-check_eq "after purge the group tunnelgate is gone" "" "$(in_root getent group tunnelgate)"
 in_root find / -xdev \( -path /proc -o -path /dev -o -path /var/cache/apt/archives -o -path /tmp \) -prune -o -print |
   sort >"$after"
 check_eq "after purge no new path names tunnelgate (but man's cache)" "" "$(leftover)"

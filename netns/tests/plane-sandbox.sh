@@ -15,7 +15,8 @@
 # as the engine made it. The same runtime flooding its channel with garbage is ended by the engine, which
 # stays up, holds the kill switch (nothing leaves C) and says why. A plane killed with SIGKILL, or hung
 # (SIGSTOP), is started again under the restart policy with the same TUN (same interface index), and
-# traffic resumes; without the policy, under a kill switch, the engine stays, disconnected, holding it.
+# traffic resumes (the configuration's "restart"); with --restart never overriding it, under a kill switch,
+# the engine stays, disconnected, holding it. A policy that is not one is refused before anything starts.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 tg_trap_cleanup
@@ -60,13 +61,22 @@ tg_check_plane none "$NS_C" tgn
 tg_run ip netns exec "$NS_C" "$TG" down tgn
 check_rc "[none] down" 0
 
-config "$TG_TMP/a.json" tga 10.60.0.1 "$C_ETH0_4:5400" "$LAN4:5400" "$LIB" "" ', "includeAllNetworks": true, "carrierEndpoints": ["'"$LAN4"':5400/udp"]'
+config "$TG_TMP/a.json" tga 10.60.0.1 "$C_ETH0_4:5400" "$LAN4:5400" "$LIB" "" ', "includeAllNetworks": true, "carrierEndpoints": ["'"$LAN4"':5400/udp"], "restart": {"policy": "on-failure", "attempts": 3}'
 config "$TG_TMP/b.json" tgb 10.60.0.2 "$LAN4:5400" "$C_ETH0_4:5400" "$LIB" "" ""
 sed -i 's|"includedRoutes": \["0.0.0.0/0"\]|"includedRoutes": ["10.60.0.0/24"]|' "$TG_TMP/b.json"
 tg_run ip netns exec "$NS_L" "$TG" up "$TG_TMP/b.json" --detach
 check_rc "[callback] up in L" 0
-tg_run ip netns exec "$NS_C" env TUNNELGATE_RESTART=on-failure:3 "$TG" up "$TG_TMP/a.json" --detach
-check_rc "[callback] up in C (full tunnel, kill switch, restart on failure)" 0
+# A restart policy that is not one changes nothing.
+tg_run ip netns exec "$NS_C" "$TG" up "$TG_TMP/a.json" --detach --restart sometimes
+check_rc "[restart] up --restart sometimes: a usage error" 64
+check_match "... naming the option and the policies" "--restart: 'sometimes' is not a restart policy \\(never, on-failure or on-failure:ATTEMPTS\\)" "$TG_ERR"
+check_eq "... and nothing was started" "" "$(tg_tunnel_pids "$NS_C")"
+sed 's/"attempts": 3/"attempts": 0/' "$TG_TMP/a.json" >"$TG_TMP/a0.json"
+tg_run "$TG" validate "$TG_TMP/a0.json"
+check_rc "[restart] restart.attempts 0: validate fails" 1
+check_match "... naming the key" "restart.attempts: 0 is out of range \\(1–100\\)" "$TG_ERR"
+tg_run ip netns exec "$NS_C" "$TG" up "$TG_TMP/a.json" --detach
+check_rc "[callback] up in C (full tunnel, kill switch, \"restart\": on-failure, 3 attempts)" 0
 check_ping "[callback] ping crosses the tunnel" "$NS_C" 10.60.0.2
 tg_check_plane callback "$NS_C" tga
 engine=$(tg_tunnel_pids "$NS_C" | head -n 1)
@@ -96,6 +106,17 @@ wait_for "[SIGSTOP] within 15 s the engine has replaced the hung plane" 15 plane
 wait_for "[SIGSTOP] connected again" 10 status_is "$NS_C" tga '.status == "connected"'
 check_match "[SIGSTOP] the log says why" 'said nothing for 10 s \(hung\)' "$(cat "$(tg_state_dir "$NS_C")/tga.log")"
 check "[SIGSTOP] the hung plane is gone" bash -c "[ ! -d /proc/$old_plane ] || grep -q '^State:.*Z' /proc/$old_plane/status"
+# --- restarts in a row: three are allowed ("attempts": 3), the fourth failure ends the runtime ---------------
+old_plane=$(status_json "$NS_C" tga | jq .planePID)
+kill -KILL "$old_plane"
+wait_for "[in a row] a third quick failure: restarted again" 10 plane_changed
+check_match "[in a row] ... as attempt 3 of 3" 'packet plane restarted \(attempt 3\)' "$(cat "$(tg_state_dir "$NS_C")/tga.log")"
+old_plane=$(status_json "$NS_C" tga | jq .planePID)
+kill -KILL "$old_plane"
+wait_for "[in a row] a fourth: the runtime has failed (disconnected, the reason kept)" 10 status_is "$NS_C" tga \
+  '.status == "disconnected" and (.lastDisconnectError | test("killed by signal 9"))'
+check_no_match "[in a row] ... with no attempt 4" 'attempt 4' "$(cat "$(tg_state_dir "$NS_C")/tga.log")"
+check "[in a row] the engine still runs, holding the kill switch" status_is "$NS_C" tga '.killSwitch and .planePID == null'
 tg_run ip netns exec "$NS_C" "$TG" down tga
 check_rc "[callback] down" 0
 
@@ -142,14 +163,18 @@ check_rc "[hostile] down" 0
 check_eq "[hostile] after down C's rules and routes are as before" "$rules_before" "$(ip -n "$NS_C" -4 rule show; ip -n "$NS_C" -4 route show table all)"
 
 # --- a runtime flooding and garbling its channel: the engine ends the plane, stays, holds the kill switch -----
-config "$TG_TMP/f.json" tgf 10.61.0.1 "$C_ETH0_4:5402" "$LAN4:5402" "$HOSTILE" ', "--flood", "5000"' ', "includeAllNetworks": true'
-tg_run ip netns exec "$NS_C" "$TG" up "$TG_TMP/f.json" --detach
-check_rc "[flood] up" 0
+# The configuration asks for restarts; --restart never overrides it: the flooding plane is not started again.
+config "$TG_TMP/f.json" tgf 10.61.0.1 "$C_ETH0_4:5402" "$LAN4:5402" "$HOSTILE" ', "--flood", "5000"' \
+  ', "includeAllNetworks": true, "restart": {"policy": "on-failure"}'
+tg_run ip netns exec "$NS_C" "$TG" up "$TG_TMP/f.json" --detach --restart never
+check_rc "[flood] up --restart never" 0
 engine=$(tg_tunnel_pids "$NS_C" | head -n 1)
 wait_for "[flood] the engine ends the plane and says why" 10 status_is "$NS_C" tgf \
   '.status == "disconnected" and (.lastDisconnectError | test("flooded or garbled"))'
 check "[flood] the engine is still running" test -d "/proc/$engine"
 check "[flood] the kill switch is on" status_is "$NS_C" tgf '.killSwitch'
+check_no_match "[flood] --restart never: the plane was not started again" 'restarting the packet plane' \
+  "$(cat "$(tg_state_dir "$NS_C")/tgf.log")"
 tg_leak_reset
 ip netns exec "$NS_C" ping -n -c 2 -i 0.2 -W 0.3 -I eth0 "$INCLUDED4" >/dev/null 2>&1
 check_no_leak "a flooded channel"

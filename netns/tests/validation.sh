@@ -149,7 +149,7 @@ jq --arg lib "$TG_TMP/lib/libgroup.so" --arg s "$TG_TMP/secret" \
   '.runtime = {"kind": "callback", "library": $lib, "secretFile": $s, "arguments": ["--bind", "127.0.0.1:5499", "--peer", "127.0.0.1:5498"]}' \
   "$base" >"$TG_TMP/grouplib.json"
 refused "a group-writable runtime library" \
-  "cannot load runtime library $(re "$TG_TMP/lib/libgroup.so"): $(re "$TG_TMP/lib/libgroup.so"): writable by its group \(mode 0775, owner root\); refusing it" \
+  "cannot load runtime library $(re "$TG_TMP/lib/libgroup.so") \(runtime.library\): $(re "$TG_TMP/lib/libgroup.so"): writable by its group \(mode 0775, owner root\); refusing it" \
   "$TG_TMP/grouplib.json" up-only
 # A secret file reached through a world-writable directory.
 cp -p "$TG_TMP/secret" "$TG_TMP/open/secret"

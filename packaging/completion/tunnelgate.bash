@@ -14,7 +14,7 @@ _tunnelgate_subcommands="validate plan up down status message help"
 _tunnelgate_options() {
   case $1 in
   plan) echo "--netns" ;;
-  up) echo "--netns --detach" ;;
+  up) echo "--netns --detach --restart" ;;
   down) echo "--netns" ;;
   status) echo "--netns --json --watch" ;;
   message) echo "--netns" ;;
@@ -50,6 +50,7 @@ _tunnelgate() {
   for ((i = 1; i < COMP_CWORD; i++)); do
     case ${COMP_WORDS[i]} in
     --netns) netns=${COMP_WORDS[i + 1]:-}; i=$((i + 1)) ;;
+    --restart) i=$((i + 1)) ;;
     -*) ;;
     *) if [ -z "$sub" ]; then sub=${COMP_WORDS[i]}; else positional=$((positional + 1)); fi ;;
     esac
@@ -68,6 +69,10 @@ _tunnelgate() {
     local ns=()
     [ -d /run/netns ] && mapfile -t ns < <(ls -1 /run/netns 2>/dev/null)
     mapfile -t COMPREPLY < <(compgen -W "${ns[*]}" -- "$cur")
+    return 0
+  fi
+  if [ "$prev" = --restart ]; then
+    mapfile -t COMPREPLY < <(compgen -W "never on-failure" -- "$cur")
     return 0
   fi
   if [[ $cur == -* ]]; then

@@ -10,6 +10,7 @@
 #include <sys/epoll.h>
 #include "CTunnelgateShimsLab.h"
 #include "CTunnelgateShimsPlane.h"
+#include "CTunnelgateShimsCNI.h"
 
 /// Opens /dev/net/tun and attaches an IFF_TUN | IFF_NO_PI interface named
 /// `name` (created if absent). Returns the fd, or -1 with errno set.

@@ -4,8 +4,8 @@ import TunnelgateSettings
 /// The device's UDP sockets: an IPv4 one and, where the namespace has IPv6, an IPv6 one (IPV6_V6ONLY)
 /// on the same port.
 ///
-/// Made here (`open`) for the single-process `tunnelgate up` and tests: bound, 4 MB buffers, marked;
-/// `wg set listen-port` and `fwmark` change them. Or handed over (`init(handedOver:)`): sockets the
+/// Made here (`open`) for tests and tools that run the device in one privileged process: bound, 4 MB
+/// buffers, marked; `wg set listen-port` and `fwmark` change them. Or handed over (`init(handedOver:)`): sockets the
 /// engine made, bound to the tunnel's port and marked with its carrier identity, for a packet plane
 /// that has no right to do either (no CAP_NET_ADMIN: no SO_MARK, no SO_RCVBUFFORCE, no port below
 /// 1024). Those are checked and then used as they are: never bound or marked again, and the `wg set`

@@ -1,0 +1,83 @@
+import LinuxSystem
+import TunnelgateSettings
+
+/// How tunnelgate writes its log lines (everything that goes to standard error through printError):
+/// `text`, as always, or `json`, one object per event and line for log shippers:
+///
+///     {"time":"2026-12-01T20:35:32.123456Z","level":"info","message":"tg0: connected (table 7460, …)"}
+///
+/// `level` is `error` for the line a failed command ends with (and a usage error, which carries
+/// `usage` too), `warning` for a warning, `info` otherwise. A message of several lines stays one event.
+/// Chosen with `--log-format FORMAT` anywhere on the command line, or TUNNELGATE_LOG_FORMAT; the option
+/// sets the variable, so a process tunnelgate starts (`up --detach`'s owner, whose standard error is
+/// NAME.log) logs the same way.
+enum LogFormat: String {
+    case text, json
+
+    static let variable = "TUNNELGATE_LOG_FORMAT"
+
+    /// Set once, in `take`, before any thread starts; read by printError on any thread after that.
+    nonisolated(unsafe) static var current = LogFormat.text
+
+    /// Takes `--log-format FORMAT` out of the arguments (or reads the variable) and sets `current`.
+    static func take(from arguments: inout [String]) throws(UsageError) {
+        var chosen = ProcessControl.environmentValue(variable).map { ($0, "\(variable)=\($0)") }
+        if let i = arguments.firstIndex(of: "--log-format") {
+            guard i + 1 < arguments.count else {
+                throw UsageError(message: "--log-format needs a value (text or json)", command: nil)
+            }
+            chosen = (arguments[i + 1], "--log-format \(arguments[i + 1])")
+            arguments.removeSubrange(i...(i + 1))
+        }
+        guard let (value, origin) = chosen else { return }
+        guard let format = LogFormat(rawValue: value) else {
+            throw UsageError(message: "\(origin): the log format is text or json", command: nil)
+        }
+        current = format
+        // Children log the same way (a detached owner's NAME.log). Not a secret.
+        try? ProcessControl.setEnvironmentValue(variable, format.rawValue)
+    }
+
+    /// `text` as this format writes it, ending in a newline.
+    func line(_ text: String, usage: String? = nil) -> String {
+        let trimmed = text.hasSuffix("\n") ? String(text.dropLast()) : text
+        switch self {
+        case .text:
+            return trimmed + "\n"
+        case .json:
+            var (level, message) = ("info", trimmed)
+            if let rest = message.strip("Error: ") { (level, message) = ("error", rest) }
+            else if let rest = message.strip("tunnelgate: warning: ") { (level, message) = ("warning", rest) }
+            else if let rest = message.strip("tunnelgate: ") { message = rest }
+            var object = "{\"time\":\(JSONValue.quoted(Self.timestamp(ProcessControl.realtimeSeconds()))),"
+            object += "\"level\":\"\(level)\",\"message\":\(JSONValue.quoted(message))"
+            if let usage { object += ",\"usage\":\(JSONValue.quoted(usage))" }
+            return object + "}\n"
+        }
+    }
+
+    /// RFC 3339 in UTC with microseconds: 2026-12-01T20:35:32.123456Z.
+    static func timestamp(_ seconds: Double) -> String {
+        let whole = Int(seconds.rounded(.down))
+        let micros = min(999_999, Int(((seconds - Double(whole)) * 1_000_000).rounded()))
+        let (days, secondOfDay) = (whole / 86_400, whole % 86_400)
+        // The civil date of a day count since 1970-01-01 (the proleptic Gregorian calendar).
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        let fraction = String(micros)
+        return "\(year)-\(two(month))-\(two(day))T\(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):\(two(secondOfDay % 60))."
+            + String(repeating: "0", count: 6 - fraction.count) + fraction + "Z"
+    }
+}
+
+extension String {
+    fileprivate func strip(_ prefix: String) -> String? { hasPrefix(prefix) ? String(dropFirst(prefix.count)) : nil }
+}
