@@ -31,6 +31,16 @@ final class ProviderEngine {
     /// why, until it is stopped.
     private var halted: String?
 
+    /// The provider plane's whole environment: the marker, and os.log's level when the host was given
+    /// one (OS_ACTIVITY_MODE, as on iOS a system-wide setting, not the provider's).
+    static var planeEnvironment: [String] {
+        var environment = ["\(ProviderPlane.marker)=1"]
+        if let mode = ProcessControl.environmentValue("OS_ACTIVITY_MODE"), ["debug", "disable"].contains(mode) {
+            environment.append("OS_ACTIVITY_MODE=\(mode)")
+        }
+        return environment
+    }
+
     init(configuration: TunnelgateHostConfiguration, signals: FileDescriptor, log: @escaping @Sendable (String) -> Void) {
         self.configuration = configuration
         self.signals = signals
@@ -55,7 +65,7 @@ final class ProviderEngine {
             do { user = try PlaneUser.allocate() } catch { throw SessionError("\(error)") }
             self.user = user
             let plane = try PlaneProcess.spawn(user: user, log: FileDescriptor(rawValue: 2), arguments: CommandLine.arguments,
-                                               environment: ["\(ProviderPlane.marker)=1"])
+                                               environment: Self.planeEnvironment)
             self.plane = plane
             try plane.send(.provider(handoff: TunnelgateHostHandoff.current.map { JSONText($0.json) }))
         } catch {
