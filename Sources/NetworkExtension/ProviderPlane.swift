@@ -1,6 +1,7 @@
 import Foundation
 import LinuxSystem
 import PlaneProtocol
+import RuntimeABI
 import Synchronization
 
 /// A provider's packet plane: the sandboxed, unprivileged process the host's engine starts (its own
@@ -43,9 +44,24 @@ final class ProviderPlane: NEProviderSystem, @unchecked Sendable {
     private let nextID = Atomic<UInt64>(1)
     private let cancelled = Atomic<Bool>(false)
     private let startFailed = Atomic<Bool>(false)
+    private let reasserting = Atomic<Bool>(false)
+    private let interfaceName: String
     private let log: @Sendable (String) -> Void
 
-    init(log: @escaping @Sendable (String) -> Void) { self.log = log }
+    init(interfaceName: String, log: @escaping @Sendable (String) -> Void) {
+        self.interfaceName = interfaceName
+        self.log = log
+    }
+
+    /// What the engine hears from the plane at least once a second, and at once when `reasserting`
+    /// changes: the provider's state (ready, or reconnecting while it reasserts). A plane that stops
+    /// sending it is taken for hung.
+    private func report() {
+        let r = reasserting.load(ordering: .acquiring)
+        let phase: RuntimeState.Phase = r ? .reconnecting : .ready
+        let json = "{\"state\":\"\(phase.rawValue)\",\"provider\":true,\"reasserting\":\(r)}"
+        send(.state(PlaneReport(state: RuntimeState(phase: phase, interface: interfaceName, json: json), counters: PacketCounters())))
+    }
 
     private func send(_ message: PlaneMessage, descriptors: [FileDescriptor] = []) {
         do throws(SystemCallError) { try Self.channel.send(message, descriptors: descriptors) } catch {
@@ -63,7 +79,12 @@ final class ProviderPlane: NEProviderSystem, @unchecked Sendable {
                 send(.started(error: error.map(Self.providerError)))
             }
         }
+        var nextReport = ProcessControl.monotonicSeconds()
         while true {
+            if ProcessControl.monotonicSeconds() >= nextReport {
+                report()
+                nextReport = ProcessControl.monotonicSeconds() + 1
+            }
             if cancelled.load(ordering: .acquiring) || startFailed.load(ordering: .acquiring) {
                 provider.packetFlow.close()
                 return 1
@@ -140,7 +161,8 @@ final class ProviderPlane: NEProviderSystem, @unchecked Sendable {
     }
 
     func reassertingChanged(_ reasserting: Bool, for provider: NEPacketTunnelProvider) {
-        send(.reasserting(reasserting))
+        self.reasserting.store(reasserting, ordering: .releasing)
+        report()
     }
 
     func cancelTunnel(with error: (any Error)?, for provider: NEPacketTunnelProvider) {

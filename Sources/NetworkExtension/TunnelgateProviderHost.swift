@@ -48,7 +48,7 @@ public final class TunnelgateProviderHost: @unchecked Sendable {
             // The engine's first message (the manager's handoff) is read before anything else can.
             _ = TunnelgateHostHandoff.current
             try PlaneLockDown.apply()
-            role = .plane(ProviderPlane(log: { log("[plane] \($0)") }))
+            role = .plane(ProviderPlane(interfaceName: configuration.interfaceName, log: { log("[plane] \($0)") }))
         } else {
             // The provider's configuration and whatever keys it holds: no core dump, no reader without CAP_SYS_PTRACE.
             try ProcessControl.protectSecrets()

@@ -75,7 +75,7 @@ public final class ChannelEndpoint<Outgoing: Encodable, Incoming: Decodable> {
         }
         defer {
             // The tail (a secret) was copied into `bytes`: wipe that copy.
-            if tail != nil { bytes.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+            if tail != nil { bytes.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
         }
         var failure: SystemCallError?
         bytes.withUnsafeBytes { raw in

@@ -37,8 +37,6 @@ public enum PlaneMessage: Codable, Sendable, Equatable {
     case failed(reason: String)
     /// A provider asks for network settings (nil removes them), as setTunnelNetworkSettings.
     case apply(id: UInt64, settings: JSONText?)
-    /// A provider's `reasserting` changed.
-    case reasserting(Bool)
     /// A provider's startTunnel completed (error: nil on success).
     case started(error: ProviderError?)
     /// A provider called cancelTunnelWithError.

@@ -71,15 +71,64 @@ public struct RestartPolicy: Sendable, Equatable {
     }
 }
 
+/// Where a session's settings come from.
+public enum SessionSource {
+    /// A configuration, applied by the caller before the runtime starts (`tunnelgate up`): the plane is
+    /// loaded with `package`.
+    case configuration(TunnelSettings, PlanePackage)
+    /// A NetworkExtension provider, run in the plane, which sets the settings (and sets them again, or
+    /// removes them) itself with setTunnelNetworkSettings.
+    case provider(ProviderSource)
+}
+
+/// A provider host's plane: its own executable started again, and how its settings are read.
+public struct ProviderSource {
+    /// The TUN's name (the host's configuration), for messages before any settings.
+    public var interfaceName: String
+    /// The plane's command line (the host's own) and its environment beside the test hooks.
+    public var arguments: [String]
+    public var environment: [String]
+    /// What the plane is told first: the manager's handoff, or none.
+    public var handoff: JSONText?
+    /// A provider's settings (as they crossed the channel) as the model, or why not.
+    public var translate: (JSONText) -> Result<TunnelSettings, ProviderRefusal>
+
+    public init(interfaceName: String, arguments: [String], environment: [String], handoff: JSONText?,
+                translate: @escaping (JSONText) -> Result<TunnelSettings, ProviderRefusal>) {
+        self.interfaceName = interfaceName
+        self.arguments = arguments
+        self.environment = environment
+        self.handoff = handoff
+        self.translate = translate
+    }
+}
+
+/// Why a provider's settings were refused: the message its completion handler gets, and the
+/// NETunnelProviderError code.
+public struct ProviderRefusal: Error, Sendable, Equatable {
+    public var message: String
+    public var code: Int
+    public init(_ message: String, code: Int) {
+        self.message = message
+        self.code = code
+    }
+
+    /// NETunnelProviderError's codes.
+    public static let invalidCode = 1, failedCode = 3
+}
+
 /// One tunnel's session in the engine: the kernel state (Engine), its packet plane (the unprivileged
-/// process that runs the runtime), the monitor, the control socket, and the NEVPNStatus they make
-/// together. The lifecycle is a private state whose cases carry what is valid in them; each step
-/// checks the state it starts from and refuses any other.
+/// process that runs the runtime or the provider), the monitor, the control socket, and the
+/// NEVPNStatus they make together. The lifecycle is a private state whose cases carry what is valid in
+/// them; each step checks the state it starts from and refuses any other. `tunnelgate up` and a
+/// NetworkExtension provider host both drive it.
 ///
 /// ```
-/// idle ─prepare─▶ loaded ─apply─▶ applied ─start─▶ running ⇄ restarting ─▶ stopped
-///                   │ (kernel untouched)     │            │
-///                   └──────── stop ──────────┴──── stop ──┴──▶ stopped
+/// configuration:  idle ─prepare─▶ loaded ─apply─▶ applied ─start─▶ running ⇄ restarting
+/// provider:       idle ─prepare─▶ loaded ─settings─▶ applied ─started─▶ running (settings again: the
+///                                   ▲                                      │     difference, or a new TUN)
+///                                   └──────────── settings removed ───────┘
+/// either:         … ─▶ failedClosed (a kill switch held after a failure) ─▶ stopped; … ─stop─▶ stopped
 /// ```
 public final class TunnelSession {
     /// What the engine needs and keeps: netlink, nftables, the TUN and SO_MARK (NET_ADMIN), carrier ports
@@ -94,16 +143,16 @@ public final class TunnelSession {
 
     private enum State {
         case idle
-        /// The plane runs and has loaded the runtime; the kernel is untouched.
+        /// The plane runs (the runtime loaded, or the provider told its handoff); no settings applied.
         case loaded(PlaneProcess)
-        /// The engine applied the settings (connecting).
+        /// The engine applied the settings (connecting): the runtime or startTunnel has not finished.
         case applied(PlaneProcess, ActiveTunnel)
         /// The runtime runs (connected or reasserting, the runtime's word and the carrier path).
         case running(PlaneProcess, ActiveTunnel, since: Double)
         /// The plane failed and is started again at `at` (reasserting; the TUN and kill switch stay).
         case restarting(ActiveTunnel, attempt: Int, at: Double, reason: String)
-        /// Repairs could not win: the runtime is stopped and the monitor keeps a block-all table in place
-        /// until the tunnel is taken down (disconnected).
+        /// The runtime failed under a kill switch, or repairs could not win: the plane is gone and the
+        /// monitor keeps the switch (or a block-all table) in place until the tunnel is taken down.
         case failedClosed(ActiveTunnel, reason: String)
         case stopped
     }
@@ -114,11 +163,16 @@ public final class TunnelSession {
         case stopRequested
         case runtimeFailed(String)
         case failedClosed(String)
+        /// The provider's startTunnel completed with this error (as on iOS: no stopTunnel follows).
+        case startFailed(DisconnectError)
+        /// The provider called cancelTunnelWithError (nil: without an error).
+        case cancelled(DisconnectError?)
     }
 
     public let engine: Engine
-    public let settings: TunnelSettings
-    public let package: PlanePackage
+    public let source: SessionSource
+    /// The settings applied (a configuration's from the start; a provider's once it set them).
+    public private(set) var settings: TunnelSettings?
     public let user: PlaneUser
     public let restart: RestartPolicy
     private let log: (String) -> Void
@@ -136,16 +190,38 @@ public final class TunnelSession {
     /// fails after `restart.healthySeconds` starts the count again.
     private var restartsInRow = 0
     public private(set) var garbage = 0
+    /// A provider's startTunnel has completed (later settings start the tunnel running at once).
+    private var providerStarted = false
+    /// An end the loop returns at its next turn (one reached while an app message waited).
+    private var pendingEnd: End?
 
-    public init(engine: Engine, settings: TunnelSettings, package: PlanePackage, user: PlaneUser,
-                restart: RestartPolicy = .never, planeLog: FileDescriptor? = nil, log: @escaping (String) -> Void) {
+    /// A session for a configuration (`tunnelgate up`).
+    public convenience init(engine: Engine, settings: TunnelSettings, package: PlanePackage, user: PlaneUser,
+                            restart: RestartPolicy = .never, planeLog: FileDescriptor? = nil, log: @escaping (String) -> Void) {
+        self.init(engine: engine, source: .configuration(settings, package), user: user, restart: restart, planeLog: planeLog, log: log)
+    }
+
+    public init(engine: Engine, source: SessionSource, user: PlaneUser, restart: RestartPolicy = .never,
+                planeLog: FileDescriptor? = nil, log: @escaping (String) -> Void) {
         self.engine = engine
-        self.settings = settings
-        self.package = package
+        self.source = source
+        if case .configuration(let s, _) = source { settings = s }
         self.user = user
-        self.restart = restart
+        // A provider's state lives in its process: a failed provider is not started again (on iOS only
+        // on-demand rules would start it anew).
+        if case .provider = source { self.restart = .never } else { self.restart = restart }
         self.planeLog = planeLog
         self.log = log
+    }
+
+    private var package: PlanePackage? {
+        if case .configuration(_, let p) = source { return p }
+        return nil
+    }
+
+    private var provider: ProviderSource? {
+        if case .provider(let p) = source { return p }
+        return nil
     }
 
     /// The identity the packet plane's own sockets have: its user.
@@ -154,6 +230,13 @@ public final class TunnelSession {
     public var tunnel: ActiveTunnel? {
         switch state {
         case .applied(_, let t), .running(_, let t, _), .restarting(let t, _, _, _), .failedClosed(let t, _): t
+        default: nil
+        }
+    }
+
+    private var plane: PlaneProcess? {
+        switch state {
+        case .loaded(let p), .applied(let p, _), .running(let p, _, _): p
         default: nil
         }
     }
@@ -171,13 +254,23 @@ public final class TunnelSession {
 
     // MARK: - Steps
 
-    /// Starts the packet plane and loads the runtime in it, before the kernel is touched.
+    /// Starts the packet plane before the kernel is touched: loads the runtime in it, or tells the
+    /// provider's plane its handoff (then `run`, which applies what the provider sets).
     public func prepare() throws(SessionError) {
         guard case .idle = state else { throw SessionError("prepare: the session is not idle") }
         state = .loaded(try spawnAndLoad())
     }
 
     private func spawnAndLoad() throws(SessionError) -> PlaneProcess {
+        if let provider {
+            let plane = try PlaneProcess.spawn(user: user, log: planeLog, arguments: provider.arguments, environment: provider.environment)
+            do throws(SessionError) { try plane.send(.provider(handoff: provider.handoff)) } catch {
+                plane.kill()
+                throw error
+            }
+            return plane
+        }
+        guard let package else { throw SessionError("no package") }
         let plane = try PlaneProcess.spawn(user: user, log: planeLog)
         do throws(SessionError) {
             if let secrets = package.secrets {
@@ -196,10 +289,10 @@ public final class TunnelSession {
         return plane
     }
 
-    /// Applies the settings (Engine.up) with the plane's identity as the carrier exemption.
+    /// Applies the configuration (Engine.up) with the plane's identity as the carrier exemption.
     public func apply(configPath: String?, resolver: some HostResolver) throws(EngineError) {
-        guard case .loaded(let plane) = state else {
-            throw EngineError.verification(["apply: the session has no loaded packet plane"], rolledBack: false)
+        guard case .loaded(let plane) = state, let settings, let package else {
+            throw EngineError.verification(["apply: the session has no loaded packet plane for a configuration"], rolledBack: false)
         }
         let identity: CarrierIdentity? = if case .planeUser? = package.carrierIdentity { carrierIdentity } else { package.carrierIdentity }
         do {
@@ -216,7 +309,7 @@ public final class TunnelSession {
     /// Hands the TUN to the plane and waits for the runtime to be ready (or reconnecting with an
     /// interface: the tunnel starts reasserting).
     public func start() throws(SessionError) {
-        guard case .applied(let plane, let tunnel) = state else { throw SessionError("start: the settings are not applied") }
+        guard case .applied(let plane, let tunnel) = state, package != nil else { throw SessionError("start: the settings are not applied") }
         do throws(SessionError) {
             let ready = try startRuntime(plane, tunnel)
             lastRuntime = ready
@@ -231,6 +324,7 @@ public final class TunnelSession {
     }
 
     private func startRuntime(_ plane: PlaneProcess, _ tunnel: ActiveTunnel) throws(SessionError) -> RuntimeState {
+        guard let package else { throw SessionError("no package") }
         // The engine's carrier sockets carry the identity's mark before the runtime sends a datagram
         // (the plane may not set one: SO_MARK needs CAP_NET_ADMIN).
         if let mark = tunnel.plan.runtimeContext.carrierMark {
@@ -264,7 +358,7 @@ public final class TunnelSession {
 
     /// The summary line `up` prints.
     public var summary: String {
-        guard let tunnel else { return settings.name }
+        guard let tunnel else { return settings?.name ?? provider?.interfaceName ?? "" }
         var runtime = ""
         switch state {
         case .running(let p, _, _), .applied(let p, _), .loaded(let p): runtime = p.runtimeSummary.map { ", \($0)" } ?? ""
@@ -278,10 +372,12 @@ public final class TunnelSession {
     // MARK: - The loop
 
     /// Runs until a termination signal, `stop` on the control socket, the runtime's failure (after the
-    /// restart policy gave up), or failing closed.
+    /// restart policy gave up, and without a kill switch to hold), failing closed, or a provider's end
+    /// (its failed start, its cancel).
     public func run(signals: FileDescriptor) -> End {
         var nextPublish = ProcessControl.monotonicSeconds() + 1
         while true {
+            if let end = pendingEnd { pendingEnd = nil; return end }
             let now = ProcessControl.monotonicSeconds()
             var set = PollSet()
             set.add(signals, .readable)
@@ -289,14 +385,11 @@ public final class TunnelSession {
             let monitorStart = set.count
             for fd in monitor?.descriptors ?? [] { set.add(FileDescriptor(rawValue: fd), .readable) }
             let monitorEnd = set.count
-            var planeIndexes: [Int] = []
-            if case .running(let plane, _, _) = state { planeIndexes = plane.descriptors.map { set.add($0, .readable) } }
+            for fd in plane?.descriptors ?? [] { set.add(fd, .readable) }
             var timeout = nextPublish - now
             if let monitor, monitor.timeoutMilliseconds() >= 0 { timeout = min(timeout, Double(monitor.timeoutMilliseconds()) / 1000) }
             if case .restarting(_, _, let at, _) = state { timeout = min(timeout, at - now) }
-            if case .running(let plane, _, _) = state {
-                timeout = min(timeout, plane.lastHeard + PlaneProcess.silenceLimit - now)
-            }
+            if let plane { timeout = min(timeout, plane.lastHeard + PlaneProcess.silenceLimit - now) }
             _ = try? set.wait(timeoutMilliseconds: Int32(max(0, min(timeout, 1)) * 1000))
 
             if set.events(at: 0).contains(.readable) {
@@ -309,14 +402,12 @@ public final class TunnelSession {
                     return .stopRequested
                 }
             }
-            if let end = watchPlane(notified: planeIndexes.contains { set.events(at: $0) != [] }) {
+            if let end = pendingEnd { pendingEnd = nil; return end }
+            if let end = watchPlane() {
                 guard case .runtimeFailed(let reason) = end, let tunnel, tunnel.plan.hasKillSwitch else { return end }
                 // The engine outlives its plane: under a kill switch it stays, keeps the switch repaired and
                 // answers `status` (disconnected, with why) until `down`, SIGTERM or `stop`.
-                state = .failedClosed(tunnel, reason: "the runtime failed: \(reason)")
-                tunnel.publish(planePID: nil, planeUser: nil)
-                tunnel.publish(status: .disconnected)
-                engine.recordDisconnect(tunnel.plan.interfaceName, message: "the runtime failed: \(reason)")
+                failClosed(tunnel, reason: "the runtime failed: \(reason)")
                 log("the runtime failed: \(reason); the kill switch stays in place until `tunnelgate down \(tunnel.plan.interfaceName)`")
             }
             if let monitor, let tunnel {
@@ -326,14 +417,11 @@ public final class TunnelSession {
                 for line in pass.problems { log(line) }
                 if !pass.isEmpty { publish(force: true) }
                 if pass.failedClosed, !isFailedClosed {
-                    // The runtime stops; this loop only keeps the block-all table (the monitor) until SIGTERM,
+                    // The plane stops; this loop only keeps the block-all table (the monitor) until SIGTERM,
                     // `down` or `stop`.
-                    if case .running(let plane, _, _) = state { plane.stop(timeout: 2) }
+                    plane?.stop(timeout: 2)
                     let reason = monitor.failedClosed ?? "repairs cannot win"
-                    state = .failedClosed(tunnel, reason: reason)
-                    tunnel.publish(planePID: nil, planeUser: nil)
-                    tunnel.publish(status: .disconnected)
-                    engine.recordDisconnect(tunnel.plan.interfaceName, message: "failed closed: \(reason)")
+                    failClosed(tunnel, reason: "failed closed: \(reason)")
                     log("failed closed: \(reason); nothing leaves until `tunnelgate down \(tunnel.plan.interfaceName)`")
                 }
                 let carrier = isFailedClosed ? [] : monitor.runDueCarrierCheck(tunnel: tunnel)
@@ -349,6 +437,15 @@ public final class TunnelSession {
         }
     }
 
+    /// The plane is gone and the tunnel's kernel state stays, disconnected, with `reason` recorded.
+    private func failClosed(_ tunnel: ActiveTunnel, reason: String) {
+        plane?.kill()
+        state = .failedClosed(tunnel, reason: reason)
+        tunnel.publish(planePID: nil, planeUser: nil)
+        tunnel.publish(status: .disconnected)
+        engine.recordDisconnect(tunnel.plan.interfaceName, message: reason)
+    }
+
     /// True once the session failed closed.
     public var isFailedClosed: Bool {
         if case .failedClosed = state { return true }
@@ -356,71 +453,101 @@ public final class TunnelSession {
     }
 
     /// The plane's events; restarts; an end when the runtime cannot go on.
-    private func watchPlane(notified: Bool) -> End? {
-        switch state {
-        case .running(let plane, let tunnel, let since):
-            var trouble: String?
-            for event in plane.drain() {
-                switch event {
-                case .report(let r):
-                    let s = r.runtimeState
-                    let changed = s.phase != lastRuntime?.phase || s.interface != lastRuntime?.interface
-                    lastRuntime = s
-                    fold(r.counters)
-                    if changed {
-                        log("runtime: \(s.phase.rawValue)\(s.error.map { ": \($0)" } ?? "")")
-                        tunnel.publish(status: status, runtimeStatus: s.json)
-                    }
-                case .failed(let reason): trouble = reason
-                case .exited(let status):
-                    trouble = trouble ?? plane.failure ?? "the packet plane \(SandboxedProcess.describe(status: status))"
-                case .garbage(let why):
-                    garbage += 1
-                    log("the packet plane sent garbage: \(why)")
-                    if plane.garbage > PlaneProcess.garbageLimit { trouble = "the packet plane flooded or garbled its channel (\(plane.garbage) bad datagrams)" }
-                case .provider(_, let fds):
-                    for fd in fds { fd.close() }
-                    garbage += 1
-                case .loaded, .reply:
-                    continue
-                }
-            }
-            if trouble == nil, plane.garbage > PlaneProcess.garbageLimit {
-                trouble = "the packet plane flooded or garbled its channel (\(plane.garbage) bad datagrams)"
-            }
-            if trouble == nil, ProcessControl.monotonicSeconds() - plane.lastHeard > PlaneProcess.silenceLimit {
-                trouble = "the packet plane said nothing for \(Int(PlaneProcess.silenceLimit)) s (hung)"
-            }
-            guard let reason = trouble else { return nil }
-            plane.kill()
-            tunnel.publish(planePID: nil, planeUser: user.uid)
-            log("the runtime failed: \(reason)")
-            let healthy = ProcessControl.monotonicSeconds() - since >= restart.healthySeconds
-            return scheduleRestart(tunnel, attempt: healthy ? 1 : restartsInRow + 1, reason: reason)
-        case .restarting(let tunnel, let attempt, let at, let reason):
+    private func watchPlane() -> End? {
+        if case .restarting(let tunnel, let attempt, let at, let reason) = state {
             guard ProcessControl.monotonicSeconds() >= at else { return nil }
-            do throws(SessionError) {
-                let plane = try spawnAndLoad()
-                do throws(SessionError) {
-                    let ready = try startRuntime(plane, tunnel)
-                    lastRuntime = ready
-                } catch {
-                    plane.kill()
-                    throw error
-                }
-                state = .running(plane, tunnel, since: ProcessControl.monotonicSeconds())
-                tunnel.publish(planePID: plane.process.pid, planeUser: user.uid)
-                restarts += 1
-                restartsInRow = attempt
-                log("packet plane restarted (attempt \(attempt)) after: \(reason)")
-                tunnel.publish(status: status, runtimeStatus: lastRuntime?.json)
-                return nil
-            } catch {
-                log("restart \(attempt) failed: \(error)")
-                return scheduleRestart(tunnel, attempt: attempt + 1, reason: "\(reason); restart: \(error)")
+            return restartPlane(tunnel, attempt: attempt, reason: reason)
+        }
+        guard let plane else { return nil }
+        var trouble: String?
+        for event in plane.drain() {
+            switch handle(event, of: plane) {
+            case .none: continue
+            case .trouble(let reason): trouble = trouble ?? reason
+            case .end(let end): return end
             }
-        default:
+        }
+        if trouble == nil, plane.garbage > PlaneProcess.garbageLimit {
+            trouble = "the packet plane flooded or garbled its channel (\(plane.garbage) bad datagrams)"
+        }
+        if trouble == nil, ProcessControl.monotonicSeconds() - plane.lastHeard > PlaneProcess.silenceLimit {
+            trouble = "the packet plane said nothing for \(Int(PlaneProcess.silenceLimit)) s (hung)"
+        }
+        guard let reason = trouble else { return nil }
+        return planeFailed(plane, reason: reason)
+    }
+
+    private enum Outcome { case none, trouble(String), end(End) }
+
+    /// One event of the plane's: what it means for the session.
+    private func handle(_ event: PlaneProcess.Event, of plane: PlaneProcess) -> Outcome {
+        switch event {
+        case .report(let r):
+            let s = r.runtimeState
+            let changed = s.phase != lastRuntime?.phase || s.interface != lastRuntime?.interface
+            lastRuntime = s
+            fold(r.counters)
+            if changed, let tunnel {
+                if provider == nil { log("runtime: \(s.phase.rawValue)\(s.error.map { ": \($0)" } ?? "")") }
+                tunnel.publish(status: status, runtimeStatus: s.json)
+            }
+            return .none
+        case .failed(let reason):
+            return .trouble(reason)
+        case .exited(let waitStatus):
+            return .trouble(plane.failure ?? "the packet plane \(SandboxedProcess.describe(status: waitStatus))")
+        case .garbage(let why):
+            garbage += 1
+            log("the packet plane sent garbage: \(why)")
+            if plane.garbage > PlaneProcess.garbageLimit { return .trouble("the packet plane flooded or garbled its channel (\(plane.garbage) bad datagrams)") }
+            return .none
+        case .provider(let message, let fds):
+            guard provider != nil else {
+                for fd in fds { fd.close() }
+                garbage += 1
+                return .none
+            }
+            return providerMessage(message, fds, plane)
+        case .loaded, .reply:
+            return .none
+        }
+    }
+
+    /// The plane failed: restarted under the policy, or the runtime has failed.
+    private func planeFailed(_ plane: PlaneProcess, reason: String) -> End? {
+        plane.kill()
+        log("the \(provider == nil ? "runtime" : "provider") failed: \(reason)")
+        guard let tunnel else {
+            state = .stopped
+            return .runtimeFailed(reason)
+        }
+        tunnel.publish(planePID: nil, planeUser: user.uid)
+        var since = ProcessControl.monotonicSeconds()
+        if case .running(_, _, let s) = state { since = s }
+        let healthy = ProcessControl.monotonicSeconds() - since >= restart.healthySeconds
+        return scheduleRestart(tunnel, attempt: healthy ? 1 : restartsInRow + 1, reason: reason)
+    }
+
+    private func restartPlane(_ tunnel: ActiveTunnel, attempt: Int, reason: String) -> End? {
+        do throws(SessionError) {
+            let plane = try spawnAndLoad()
+            do throws(SessionError) {
+                let ready = try startRuntime(plane, tunnel)
+                lastRuntime = ready
+            } catch {
+                plane.kill()
+                throw error
+            }
+            state = .running(plane, tunnel, since: ProcessControl.monotonicSeconds())
+            tunnel.publish(planePID: plane.process.pid, planeUser: user.uid)
+            restarts += 1
+            restartsInRow = attempt
+            log("packet plane restarted (attempt \(attempt)) after: \(reason)")
+            tunnel.publish(status: status, runtimeStatus: lastRuntime?.json)
             return nil
+        } catch {
+            log("restart \(attempt) failed: \(error)")
+            return scheduleRestart(tunnel, attempt: attempt + 1, reason: "\(reason); restart: \(error)")
         }
     }
 
@@ -436,11 +563,103 @@ public final class TunnelSession {
         return nil
     }
 
+    /// An app message (`tunnelgate message`, sendProviderMessage) and its answer. What the plane sends
+    /// meanwhile is handled as it arrives: a provider may set settings or cancel while it answers.
     private func appMessage(_ bytes: [UInt8]) -> Result<[UInt8], ControlFailure> {
-        guard case .running(let plane, let tunnel, _) = state else { return .failure(ControlFailure("the runtime is not running")) }
-        _ = tunnel
-        // What else came in meanwhile (reports, an exit) waits for the loop's next drain.
-        return plane.message(bytes)
+        guard let plane, !isFailedClosed else { return .failure(ControlFailure("the \(provider == nil ? "runtime" : "provider") is not running")) }
+        var trouble: String?
+        let answer = plane.message(bytes) { [self] event in
+            switch handle(event, of: plane) {
+            case .none: return true
+            case .trouble(let reason): trouble = trouble ?? reason; return false
+            case .end(let end): pendingEnd = end; return false
+            }
+        }
+        if let trouble, pendingEnd == nil {
+            pendingEnd = planeFailed(plane, reason: trouble)
+            if pendingEnd == .runtimeFailed(trouble), let tunnel, tunnel.plan.hasKillSwitch {
+                pendingEnd = nil
+                failClosed(tunnel, reason: "the runtime failed: \(trouble)")
+            }
+        }
+        return answer
+    }
+
+    // MARK: - A provider's requests
+
+    private func providerMessage(_ message: PlaneMessage, _ fds: [FileDescriptor], _ plane: PlaneProcess) -> Outcome {
+        for fd in fds { fd.close() }
+        switch message {
+        case .apply(let id, let json):
+            let (error, code, tun) = applyProviderSettings(json, plane)
+            do throws(SessionError) {
+                try plane.send(.applied(id: id, error: error, code: code), descriptors: tun.map { [$0] } ?? [])
+            } catch {
+                return .trouble("\(error)")
+            }
+            return .none
+        case .started(let error?):
+            log("startTunnel failed: \(error.message)")
+            return .end(.startFailed(DisconnectError(message: error.message, domain: error.domain, code: error.code)))
+        case .started(nil):
+            providerStarted = true
+            if case .applied(let p, let t) = state { state = .running(p, t, since: ProcessControl.monotonicSeconds()) }
+            tunnel?.publish(status: status)
+            log("startTunnel completed: \(status == .reasserting ? "reasserting" : status.rawValue)")
+            return .none
+        case .cancel(let error):
+            log("the provider cancelled the tunnel\(error.map { ": \($0.message)" } ?? "")")
+            return .end(.cancelled(error.map { DisconnectError(message: $0.message, domain: $0.domain, code: $0.code) }))
+        default:
+            garbage += 1
+            return .none
+        }
+    }
+
+    /// A provider's settings (nil removes them): nil and, when a TUN was made, its descriptor; or an
+    /// error and its code. Applied as on iOS: the first time Engine.up, later only the difference
+    /// (the TUN and packetFlow stay) or, when that cannot be, the new settings replace the old (a kill
+    /// switch is replaced in one transaction, never lifted between).
+    private func applyProviderSettings(_ json: JSONText?, _ plane: PlaneProcess) -> (String?, Int?, FileDescriptor?) {
+        guard let provider else { return ("not a provider", ProviderRefusal.failedCode, nil) }
+        let name = provider.interfaceName
+        if isFailedClosed || monitor?.failedClosed != nil, json != nil {
+            return ("the tunnel failed closed; stop it (`tunnelgate down \(name)`) first", ProviderRefusal.failedCode, nil)
+        }
+        var wanted: TunnelSettings?
+        if let json {
+            switch provider.translate(json) {
+            case .success(let s): wanted = s
+            case .failure(let refusal): return (refusal.message, refusal.code, nil)
+            }
+        }
+        do throws(EngineError) {
+            if let current = tunnel, let wanted, try engine.reapply(current, wanted, resolver: SystemResolver()) {
+                settings = wanted
+                if status != current.record.status { current.publish(status: status) }
+                return (nil, nil, nil)
+            }
+            if let current = tunnel {
+                control = nil
+                monitor = nil
+                state = .loaded(plane)
+                try current.stop(keepFirewall: current.plan.hasKillSwitch && wanted != nil)
+            }
+            guard let wanted else {
+                settings = nil
+                return (nil, nil, nil)
+            }
+            let tunnel = try engine.up(wanted, resolver: SystemResolver(), configPath: nil, awaitingRuntime: !providerStarted,
+                                       carrierIdentity: carrierIdentity)
+            settings = wanted
+            state = providerStarted ? .running(plane, tunnel, since: ProcessControl.monotonicSeconds()) : .applied(plane, tunnel)
+            tunnel.publish(planePID: plane.process.pid, planeUser: user.uid)
+            tunnel.publish(status: status)
+            do throws(SessionError) { try serve() } catch { log("\(error)") }
+            return (nil, nil, tunnel.tun.descriptor)
+        } catch {
+            return (error.description, ProviderRefusal.failedCode, nil)
+        }
     }
 
     private func fold(_ planeCounters: PacketCounters) {
@@ -462,14 +681,20 @@ public final class TunnelSession {
 
     // MARK: - Stopping
 
-    /// Stops the plane (the runtime's stop, once) and removes everything; with `keepKillSwitch` a
-    /// kill switch stays, as after a crash, until `down`. Returns what to add to an error message.
+    /// Stops the plane (the runtime's stop, or the provider's stopTunnel with `reason`, once) and removes
+    /// everything; with `keepKillSwitch` a kill switch stays, as after a crash, until `down`. Returns
+    /// what to add to an error message.
     @discardableResult
-    public func stop(keepKillSwitch: Bool = false) throws(EngineError) -> String {
+    public func stop(keepKillSwitch: Bool = false, providerReason: Int = 1) throws(EngineError) -> String {
         let tunnel = self.tunnel
-        switch state {
-        case .loaded(let plane), .applied(let plane, _), .running(let plane, _, _): plane.stop()
-        default: break
+        tunnel?.publish(status: .disconnecting)
+        if let plane {
+            if provider != nil, plane.exitStatus == nil {
+                try? plane.send(.stopTunnel(reason: providerReason))
+                if plane.stop(timeout: 25) == nil { log("the provider did not stop within 25 s; removing the settings anyway") }
+            } else {
+                plane.stop()
+            }
         }
         state = .stopped
         control = nil
@@ -477,7 +702,6 @@ public final class TunnelSession {
         releasePackage()
         guard let tunnel else { return "" }
         if keepKillSwitch && tunnel.plan.hasKillSwitch { return tunnel.stopFailed() }
-        tunnel.publish(status: .disconnecting)
         try tunnel.stop()
         return ""
     }
@@ -489,14 +713,9 @@ public final class TunnelSession {
         user.release()
         guard !released else { return }
         released = true
-        package.release()
+        package?.release()
     }
 
-    /// The plane, once stopped, for tests of the sandbox: its pid while it runs.
-    public var planePID: Int32? {
-        switch state {
-        case .loaded(let p), .applied(let p, _), .running(let p, _, _): p.process.pid
-        default: nil
-        }
-    }
+    /// The plane's pid while it runs.
+    public var planePID: Int32? { plane?.process.pid }
 }

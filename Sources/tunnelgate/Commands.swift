@@ -237,6 +237,10 @@ extension CommandLine {
             // Without a kill switch (with one the session holds it until down, and does not end here).
             failure = reason
             printError("tunnelgate: \(name): the runtime failed: \(reason); stopping")
+        case .startFailed(let error), .cancelled(let error?):
+            failure = error.message  // a provider's ends: not reached for a configuration's runtime
+        case .cancelled(nil):
+            break
         }
         do {
             try session.stop()

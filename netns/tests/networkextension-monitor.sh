@@ -7,7 +7,9 @@
 # ($CARRIER4, the provider's tunnelRemoteAddress) has no path: reasserting within 2 s, connected when the
 # route is back, and the provider's own `reasserting` is not touched. Published status = the provider's
 # `reasserting` OR no carrier path. After the provider re-applies its settings (MTU 1280) a repair keeps
-# the new MTU (the monitor compares with the settings applied now). SIGTERM leaves C as before.
+# the new MTU (the monitor compares with the settings applied now). SIGTERM leaves C as before. A second
+# run's plane hung (SIGSTOP): the host notices within 15 s, stays, disconnected with lastDisconnectError,
+# holding the kill switch (nothing leaves C), until `tunnelgate down`, which leaves C as before.
 #
 #   C ── tunnelgate-provider-example --include-all-networks ── tg0 (10.8.0.2/24, default in table T,
 #   │                                                               kill switch inet tunnelgate-tg0)
@@ -128,6 +130,30 @@ check_fails "tg0 is gone" ip -n "$NS_C" link show dev tg0
 check_eq "C's resolv.conf is back" "$resolv_before" "$(cat "$resolv" 2>&1)"
 tg_snapshot "$NS_C" "$TG_TMP/after"
 check_same_snapshot "C's kernel state after stop equals the state before start" "$TG_TMP/before" "$TG_TMP/after"
-if [ "$TG_FAILED" -ne 0 ]; then _tg_detail "provider log:" "$(cat "$log")"; fi
+
+# --- (e) the provider's plane hangs: the host stays, disconnected, holding the kill switch ------------------
+log2=$TG_TMP/provider2.log
+ip netns exec "$NS_C" env TG_NE_REMOTE="$CARRIER4" TG_NE_DNS=10.8.0.1 TG_NE_REAPPLY_EXCLUDE="$EXCLUDED4" \
+  TG_NE_STOP_FILE="$stop_file" "$PROVIDER" --provider counting --include-all-networks >"$log2" 2>&1 &
+provider_pid=$!
+wait_for "[hung] the provider's tunnel is connected again" 15 status_is '.status == "connected"'
+plane=$(ip netns exec "$NS_C" "$TG" status tg0 --json 2>/dev/null | jq -r '.planePID // empty')
+check_match "[hung] status names the provider's plane" '^[0-9]+$' "$plane"
+kill -STOP "${plane:-0}"
+wait_for "[hung] within 15 s: disconnected, lastDisconnectError says the plane hung" 15 \
+  status_is '.status == "disconnected" and (.lastDisconnectError // "" | test("said nothing for [0-9]+ s \\(hung\\)"))'
+check "[hung] the host is still running" kill -0 "$provider_pid"
+check "[hung] the hung plane is gone" bash -c "[ ! -d /proc/$plane ] || grep -q '^State:.*Z' /proc/$plane/status"
+check "[hung] the kill switch is still in place" ip netns exec "$NS_C" nft list table inet tunnelgate-tg0
+check_fails "[hung] nothing leaves C: the server $CARRIER4 does not answer root's ping" ip netns exec "$NS_C" ping -n -c 1 -W 1 "$CARRIER4"
+tg_run ip netns exec "$NS_C" "$TG" down tg0
+check_rc "[hung] tunnelgate down tg0" 0
+wait "$provider_pid"
+check_eq "[hung] the host then exits 0 (down is a stop asked for, as for tunnelgate up)" 0 "$?"
+check "[hung] after down, $CARRIER4 answers root's ping outside the tunnel" ip netns exec "$NS_C" ping -n -c 1 -W 2 "$CARRIER4"
+tg_snapshot "$NS_C" "$TG_TMP/after-hung"
+check_same_snapshot "[hung] C's kernel state after down equals the state before start" "$TG_TMP/before" "$TG_TMP/after-hung"
+check_eq "[hung] C's resolv.conf is back" "$resolv_before" "$(cat "$resolv" 2>&1)"
+if [ "$TG_FAILED" -ne 0 ]; then _tg_detail "provider log:" "$(cat "$log")"; _tg_detail "second provider log:" "$(cat "$log2")"; fi
 
 tg_summary

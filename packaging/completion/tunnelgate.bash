@@ -8,7 +8,7 @@
 #   help                  subcommands
 # netns/tests/completion.sh checks the lists below against `tunnelgate help`.
 
-_tunnelgate_subcommands="validate plan up down status message help"
+_tunnelgate_subcommands="validate plan up down status message metrics help"
 
 # _tunnelgate_options SUBCOMMAND: the options `tunnelgate help SUBCOMMAND` lists.
 _tunnelgate_options() {
@@ -18,6 +18,7 @@ _tunnelgate_options() {
   down) echo "--netns" ;;
   status) echo "--netns --json --watch" ;;
   message) echo "--netns" ;;
+  metrics) echo "--listen --allow-non-loopback --netns --all-namespaces" ;;
   esac
 }
 
@@ -50,7 +51,7 @@ _tunnelgate() {
   for ((i = 1; i < COMP_CWORD; i++)); do
     case ${COMP_WORDS[i]} in
     --netns) netns=${COMP_WORDS[i + 1]:-}; i=$((i + 1)) ;;
-    --restart) i=$((i + 1)) ;;
+    --restart | --listen) i=$((i + 1)) ;;
     -*) ;;
     *) if [ -z "$sub" ]; then sub=${COMP_WORDS[i]}; else positional=$((positional + 1)); fi ;;
     esac
