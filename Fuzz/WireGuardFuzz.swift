@@ -1,6 +1,7 @@
 // The libFuzzer target for the WireGuard parsers that read bytes from the network or the UAPI socket.
 // Scripts/fuzz-wireguard.sh compiles it in one module with Sources/WireGuard/Protocol/*.swift and the
-// pure Device files (UAPI, AllowedIPs, Endpoint) over a TunnelgateSettings module, with
+// pure Device files (UAPI, AllowedIPs, Endpoint) over a TunnelgateSettings module and LinuxSystem's
+// IPSocketAddress (Endpoint's sockaddr_in/in6 form), with
 // -sanitize=fuzzer,address; it is not part of the SwiftPM package.
 //
 // An input's first byte picks a target (modulo the number of targets), the rest is that target's data.
@@ -478,7 +479,7 @@ enum FuzzTargets {
                 raw.storeBytes(of: sa_family_t(family), as: sa_family_t.self)
             }
         }
-        let e = withUnsafePointer(to: &storage) { Endpoint($0) }
+        let e = withUnsafePointer(to: &storage) { Endpoint(socketAddress: $0) }
         let expected: Endpoint?
         switch family {
         case AF_INET6 where address.prefix(10).allSatisfy({ $0 == 0 }) && address[10] == 0xff && address[11] == 0xff:
@@ -493,14 +494,10 @@ enum FuzzTargets {
 
     static func viaSockaddr(_ e: Endpoint) -> Endpoint? {
         var storage = sockaddr_storage()
-        let fits = e.withSockaddr { address, length -> Bool in
-            let expected = e.family == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size
-            guard Int(length) == expected, Int32(address.pointee.sa_family) == e.family else { return false }
-            withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: UnsafeRawBufferPointer(start: address, count: Int(length))) }
-            return true
-        }
-        check(fits, "withSockaddr gave the wrong length or family for \(e)")
-        return withUnsafePointer(to: &storage) { Endpoint($0) }
+        let length = withUnsafeMutableBytes(of: &storage) { e.store(to: $0.baseAddress!) }
+        let expected = e.family == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size
+        check(length == expected && Int32(storage.ss_family) == e.family, "store(to:) gave the wrong length or family for \(e)")
+        return withUnsafePointer(to: &storage) { Endpoint(socketAddress: $0) }
     }
 
     // MARK: 8: cryptokey routing

@@ -2,10 +2,11 @@
 # Fuzzes the WireGuard parsers that read network and UAPI-socket input, with libFuzzer, for a bounded time.
 #
 # Builds Fuzz/WireGuardFuzz.swift with Sources/WireGuard/Protocol/*.swift and the pure Device files
-# (UAPI.swift, AllowedIPs.swift, Endpoint.swift) as one module, over TunnelgateSettings compiled as a
-# static library, with `swiftc -sanitize=fuzzer,address` (the Swift toolchain ships libFuzzer). libsodium
-# comes through Sources/CSodium's module map. The target checks invariants, not only "no crash"; see the
-# comment at the top of Fuzz/WireGuardFuzz.swift.
+# (UAPI.swift, AllowedIPs.swift, Endpoint.swift) as one module, over TunnelgateSettings and the one
+# LinuxSystem file Endpoint.swift needs (IPSocketAddress.swift) compiled as static libraries, with
+# `swiftc -sanitize=fuzzer,address` (the Swift toolchain ships libFuzzer). libsodium comes through
+# Sources/CSodium's module map. The target checks invariants, not only "no crash"; see the comment at
+# the top of Fuzz/WireGuardFuzz.swift.
 #
 # The seed corpus is written by the target itself (WG_FUZZ_SEED_DIR: valid messages made by the protocol
 # code), regenerated each run; what libFuzzer finds beyond it accumulates in .build/fuzz-wireguard/corpus.
@@ -45,6 +46,8 @@ summary() { printf '%d passed, %d failed\n' "$1" "$2"; [ "$2" -eq 0 ]; exit; }
 # Coverage and ASan in both modules, so IP and prefix parsing in TunnelgateSettings is fuzzed too.
 flags=(-sanitize=fuzzer,address -parse-as-library -O -g -swift-version 6)
 settings=(Sources/TunnelgateSettings/*.swift)
+# Endpoint's sockaddr_in/sockaddr_in6 conversion; the file imports only Glibc.
+system=(Sources/LinuxSystem/IPSocketAddress.swift)
 wireguard=(Sources/WireGuard/Protocol/*.swift Sources/WireGuard/Device/UAPI.swift
            Sources/WireGuard/Device/AllowedIPs.swift Sources/WireGuard/Device/Endpoint.swift
            Fuzz/WireGuardFuzz.swift)
@@ -53,8 +56,11 @@ echo "building $out/wireguard-fuzz (swiftc ${flags[*]})"
 if ! { swiftc "${flags[@]}" -module-name TunnelgateSettings -emit-library -static \
          -emit-module -emit-module-path "$out/obj/TunnelgateSettings.swiftmodule" \
          -o "$out/obj/libTunnelgateSettings.a" "${settings[@]}" &&
+       swiftc "${flags[@]}" -module-name LinuxSystem -emit-library -static \
+         -emit-module -emit-module-path "$out/obj/LinuxSystem.swiftmodule" \
+         -o "$out/obj/libLinuxSystem.a" "${system[@]}" &&
        swiftc "${flags[@]}" -module-name WireGuard -I "$out/obj" -I Sources/CSodium \
-         -L "$out/obj" -lTunnelgateSettings -o "$out/wireguard-fuzz" "${wireguard[@]}"
+         -L "$out/obj" -lTunnelgateSettings -lLinuxSystem -o "$out/wireguard-fuzz" "${wireguard[@]}"
      } > "$out/build.log" 2>&1; then
   grep -v "Cannot export local symbol" "$out/build.log"
   echo "not ok - building the WireGuard fuzz target failed (log: $out/build.log)"

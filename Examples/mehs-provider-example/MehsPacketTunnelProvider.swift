@@ -7,7 +7,7 @@
 //      comments say (arguments, secret, writer, wait for status.interface);
 //   3. handleAppMessage answers with mehs_runtime_status, so tests can read the
 //      runtime's counters;
-//   4. `import Darwin` → `import Glibc` (below).
+//   4. `import Darwin` dropped (PacketWriter.swift): Foundation brings AF_INET.
 import NetworkExtension
 import Foundation
 import MEHSClient

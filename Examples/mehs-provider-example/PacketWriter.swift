@@ -1,5 +1,4 @@
-import Foundation
-import Glibc // Linux: the guide has `import Darwin`
+import Foundation // Linux: the guide also has `import Darwin`; Foundation brings AF_INET here too
 import MEHSClient
 import NetworkExtension
 

@@ -115,12 +115,16 @@ static int32_t open_socket(er_runtime *rt, const er_config *cfg, er_text *err) {
         if (setsockopt(rt->udp_fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) != 0)
             return system_error(err, "setsockopt(IPV6_V6ONLY 0)", errno);
     }
-    /* Large buffers ride out bursts (a sendmmsg of ER_BATCH datagrams, a slow writer); best effort. */
+    /* Large buffers ride out bursts (a sendmmsg of ER_BATCH datagrams, a slow writer). Past
+       net.core.rmem_max/wmem_max only with CAP_NET_ADMIN (the FORCE options); without it the size the
+       limits allow, which the kernel always grants: a refusal of that is an error. */
     int size = ER_SOCKET_BUFFER, on = 1;
-    if (setsockopt(rt->udp_fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) != 0)
-        (void)setsockopt(rt->udp_fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
-    if (setsockopt(rt->udp_fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) != 0)
-        (void)setsockopt(rt->udp_fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+    if (setsockopt(rt->udp_fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) != 0
+        && setsockopt(rt->udp_fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size)) != 0)
+        return system_error(err, "setsockopt(SO_RCVBUF)", errno);
+    if (setsockopt(rt->udp_fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) != 0
+        && setsockopt(rt->udp_fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)) != 0)
+        return system_error(err, "setsockopt(SO_SNDBUF)", errno);
     if (setsockopt(rt->udp_fd, SOL_SOCKET, SO_RXQ_OVFL, &on, sizeof(on)) != 0)
         return system_error(err, "setsockopt(SO_RXQ_OVFL)", errno);
     if (cfg->has_fwmark) {

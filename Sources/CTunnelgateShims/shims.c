@@ -11,7 +11,6 @@
 #include <signal.h>
 #include <time.h>
 #include <sched.h>
-#include <spawn.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -26,6 +25,9 @@
 #include <linux/rtnetlink.h>
 
 _Static_assert(IFNAMSIZ == 16, "IFNAMSIZ is 16 on Linux");
+
+// The netlink socket options LinuxSystem's NetlinkOption names by number.
+_Static_assert(NETLINK_CAP_ACK == 10 && NETLINK_EXT_ACK == 11 && NETLINK_GET_STRICT_CHK == 12, "NetlinkOption");
 
 // The layout and constants the WireGuard device's Swift (VirtioNetHeader) assumes.
 _Static_assert(sizeof(struct virtio_net_hdr) == 10, "struct virtio_net_hdr is 10 bytes");
@@ -105,31 +107,6 @@ int CTunnelgateShims_signalfd_read(int fd) {
     ssize_t n = read(fd, &info, sizeof(info));
     if (n != (ssize_t)sizeof(info)) return 0;
     return (int)info.ssi_signo;
-}
-
-extern char **environ;
-
-int CTunnelgateShims_spawn_detached(const char *path, char *const argv[], int pass_fd,
-                                    const char *log_path, pid_t *pid) {
-    posix_spawn_file_actions_t actions;
-    posix_spawnattr_t attributes;
-    int rc = posix_spawn_file_actions_init(&actions);
-    if (rc != 0) return rc;
-    rc = posix_spawnattr_init(&attributes);
-    if (rc != 0) { posix_spawn_file_actions_destroy(&actions); return rc; }
-    sigset_t none;
-    sigemptyset(&none);
-    if ((rc = posix_spawnattr_setsigmask(&attributes, &none)) != 0) goto done;
-    if ((rc = posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK)) != 0) goto done;
-    if ((rc = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)) != 0) goto done;
-    if ((rc = posix_spawn_file_actions_addopen(&actions, 1, log_path, O_WRONLY | O_CREAT | O_APPEND, 0600)) != 0) goto done;
-    if ((rc = posix_spawn_file_actions_adddup2(&actions, 1, 2)) != 0) goto done;
-    if ((rc = posix_spawn_file_actions_adddup2(&actions, pass_fd, 3)) != 0) goto done;
-    rc = posix_spawn(pid, path, &actions, &attributes, argv, environ);
-done:
-    posix_spawnattr_destroy(&attributes);
-    posix_spawn_file_actions_destroy(&actions);
-    return rc;
 }
 
 int CTunnelgateShims_unshare_network(void) { return unshare(CLONE_NEWNET); }

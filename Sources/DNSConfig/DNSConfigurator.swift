@@ -1,4 +1,3 @@
-import Glibc
 import LinuxSystem
 import TunnelgateSettings
 
@@ -40,9 +39,9 @@ public struct DNSConfigurator: Sendable {
     }
 
     /// Mode of a resolv.conf Tunnelgate creates.
-    static let createdFileMode: mode_t = 0o644
+    static let createdFileMode: UInt32 = 0o644
     /// Mode of a directory Tunnelgate creates (/etc/netns, /etc/netns/NAME).
-    static let createdDirectoryMode: mode_t = 0o755
+    static let createdDirectoryMode: UInt32 = 0o755
 
     /// Applies `settings` for tunnel `tunnelName` on `interfaceName`. Call it
     /// after the TUN exists and `lo` is up (split DNS binds 127.0.0.153),
@@ -198,9 +197,9 @@ public struct DNSConfigurator: Sendable {
 
     /// Rewrites a regular file in place, keeping its inode: new bytes from
     /// offset 0, then the length cut (a reader never sees an empty file), then fsync.
-    static func rewriteInPlace(_ path: String, _ bytes: [UInt8], permissions: mode_t? = nil,
-                               owner: (uid_t, gid_t)? = nil) throws(SystemCallError) {
-        let fd = try FileDescriptor.open(path, O_WRONLY | O_NOFOLLOW)
+    static func rewriteInPlace(_ path: String, _ bytes: [UInt8], permissions: UInt32? = nil,
+                               owner: (UInt32, UInt32)? = nil) throws(SystemCallError) {
+        let fd = try FileDescriptor.open(path, [.writeOnly, .noFollow])
         defer { fd.close() }
         try fd.writeAll(bytes)
         try fd.truncate(to: bytes.count)
@@ -210,11 +209,11 @@ public struct DNSConfigurator: Sendable {
     }
 
     /// Writes a new file next to `path` and renames it over `path` (which may be a link, or absent).
-    static func replace(_ path: String, _ bytes: [UInt8], permissions: mode_t,
-                        owner: (uid_t, gid_t)?) throws(SystemCallError) {
+    static func replace(_ path: String, _ bytes: [UInt8], permissions: UInt32,
+                        owner: (UInt32, UInt32)?) throws(SystemCallError) {
         let temporary = DNSJournal.temporaryPath(for: path)
         try FileSystem.removeFile(temporary)
-        let fd = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: permissions)
+        let fd = try FileDescriptor.open(temporary, [.writeOnly, .create, .exclusive, .noFollow], mode: permissions)
         do throws(SystemCallError) {
             try fd.writeAll(bytes)
             try fd.setPermissions(permissions) // the umask may have taken bits away

@@ -1,4 +1,3 @@
-import Glibc
 
 /// STATEDIR/NAME.dns: what a tunnel's DNS configuration is about to change,
 /// written (synced, renamed into place) before anything changes, so that
@@ -21,7 +20,8 @@ import Glibc
 struct DNSJournal: Hashable, Sendable {
     enum Original: Hashable, Sendable {
         case absent
-        case file(bytes: [UInt8], permissions: mode_t, owner: uid_t, group: gid_t)
+        /// The permission bits, owner and group are mode_t, uid_t and gid_t (FileStatus's).
+        case file(bytes: [UInt8], permissions: UInt32, owner: UInt32, group: UInt32)
         case symbolicLink(target: [UInt8])
     }
 
@@ -130,7 +130,7 @@ struct DNSJournal: Hashable, Sendable {
                 case "absent" where f.count == 1:
                     original = .absent
                 case "file" where f.count == 4 || f.count == 5:
-                    guard let mode = mode_t(f[1], radix: 8), let owner = uid_t(f[2]), let group = gid_t(f[3]),
+                    guard let mode = UInt32(f[1], radix: 8), let owner = UInt32(f[2]), let group = UInt32(f[3]),
                           let content = Self.unhex(f.count == 5 ? f[4] : "") else {
                         throw corrupt("line \(number + 1): malformed 'original file' record")
                     }

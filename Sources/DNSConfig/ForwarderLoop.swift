@@ -317,8 +317,8 @@ final class ForwarderLoop {
             let local = try sourceAddress(toward: server, exchange)
             let socket = try FileDescriptor.socket(family: server.family, type: .datagram, nonBlocking: true)
             exchange.socket = socket
-            let option = SplitDNSForwarder.receiveErrorsOption(family: server.family)
-            try socket.setSocketOption(level: option.level, name: option.name, value: 1)
+            // An ICMP port unreachable: the next server at once.
+            try socket.setReceiveErrors(family: server.family, true)
             try bindToTunnel(socket, exchange)
             try socket.bind(to: local)
             let sent = try exchange.message.withUnsafeBytes { b in

@@ -1,4 +1,4 @@
-import Glibc
+import LinuxSystem
 import TunnelgateSettings
 
 /// What a tunnel's NEDNSSettings become on its link in systemd-resolved,
@@ -104,7 +104,7 @@ public struct ResolvedLinkSettings: Hashable, Sendable {
     /// SetLinkDNS's `a(iay)`: (AF_INET, 4 bytes) or (AF_INET6, 16 bytes) per server.
     var serversArgument: DBusValue {
         .array(element: "(iay)", servers.map { server in
-            .structure([.int32(server.family == .ipv4 ? AF_INET : AF_INET6), .bytes(server.bytes)])
+            .structure([.int32(server.family == .ipv4 ? SocketFamily.ipv4 : SocketFamily.ipv6), .bytes(server.bytes)])
         })
     }
 
@@ -121,8 +121,8 @@ public struct ResolvedLinkSettings: Hashable, Sendable {
             guard case .structure(let fields) = item, fields.count == 2,
                   case .int32(let family) = fields[0], case .bytes(let bytes) = fields[1] else { return nil }
             switch (family, bytes.count) {
-            case (AF_INET, 4): servers.append(.v4(IPv4Address(bytes: bytes)))
-            case (AF_INET6, 16): servers.append(.v6(IPv6Address(bytes: bytes)))
+            case (SocketFamily.ipv4, 4): servers.append(.v4(IPv4Address(bytes: bytes)))
+            case (SocketFamily.ipv6, 16): servers.append(.v6(IPv6Address(bytes: bytes)))
             default: return nil
             }
         }

@@ -1,4 +1,3 @@
-import Glibc
 import LinuxSystem
 import Synchronization
 
@@ -235,13 +234,6 @@ public final class SplitDNSForwarder: Sendable {
     /// Why the forwarder's thread ended on its own, if it did (a failed poll(2)).
     public var failureReason: String? { counters.failure.withLock { $0 } }
 
-    /// IP_RECVERR or IPV6_RECVERR for an upstream datagram socket of
-    /// `family`: a socket that is not connected hears of the ICMP errors for
-    /// what it sent (port unreachable: the next server at once) only with it.
-    static func receiveErrorsOption(family: Int32) -> (level: Int32, name: Int32) {
-        family == AF_INET6 ? (Int32(IPPROTO_IPV6), IPV6_RECVERR) : (Int32(IPPROTO_IP), IP_RECVERR)
-    }
-
     private static func signal(_ wake: FileDescriptor) {
         let byte: [UInt8] = [1]
         _ = byte.withUnsafeBytes { try? wake.write($0) }
@@ -258,7 +250,7 @@ public final class SplitDNSForwarder: Sendable {
             let bound = try datagram.localAddress() ?? address
             let stream = try FileDescriptor.socket(family: address.family, type: .stream, nonBlocking: true)
             opened.append(stream)
-            try stream.setSocketOption(level: SOL_SOCKET, name: SO_REUSEADDR, value: 1)
+            try stream.setReuseAddress(true)
             try stream.bind(to: bound)
             try stream.listen(backlog: 64)
             return Listeners(datagram: datagram, stream: stream, address: bound)

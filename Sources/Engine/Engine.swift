@@ -1,5 +1,4 @@
 import DNSConfig
-import Glibc
 import LinuxSystem
 import RuntimeABI
 import TUN
@@ -697,11 +696,11 @@ public final class Engine {
                 lock.release()
                 return try down(name, timeout: timeout)
             }
-            try? ProcessControl.signal(record.pid, SIGTERM)
+            try? ProcessControl.signal(record.pid, Signal.terminate)
             if let lock = try system({ () throws(SystemCallError) in try FileLock.acquire(lockPath, timeout: timeout) }) {
                 return try removeResidueAndRelease(name, lock: lock)
             }
-            try? ProcessControl.signal(record.pid, SIGKILL)
+            try? ProcessControl.signal(record.pid, Signal.kill)
             guard let lock = try system({ () throws(SystemCallError) in try FileLock.acquire(lockPath, timeout: 2) }) else {
                 throw EngineError.stopTimeout(name: name, pid: record.pid)
             }

@@ -1,4 +1,3 @@
-import Glibc
 import LinuxSystem
 import Netlink
 import TunnelgateSettings
@@ -36,14 +35,14 @@ public final class Journal {
     /// Starts a new journal (replacing none: the caller removed any residue first).
     public init(path: String, name: String, slot: TunnelSlot) throws(SystemCallError) {
         self.path = path
-        descriptor = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, mode: 0o600)
+        descriptor = try FileDescriptor.open(path, [.writeOnly, .create, .truncate, .append], mode: 0o600)
         try append(["tunnelgate-journal 1", "tunnel \(name) slot \(slot.index)"])
     }
 
     /// Opens an existing journal to append to it (a running tunnel's).
     public static func reopen(path: String) throws(SystemCallError) -> Journal? {
         guard FileSystem.exists(path) else { return nil }
-        return Journal(appendingTo: try FileDescriptor.open(path, O_WRONLY | O_APPEND), path: path)
+        return Journal(appendingTo: try FileDescriptor.open(path, [.writeOnly, .append]), path: path)
     }
 
     private init(appendingTo descriptor: FileDescriptor, path: String) {
@@ -105,7 +104,7 @@ public final class Journal {
 
     /// Appends records to the journal of another tunnel.
     public static func append(path: String, _ lines: [String]) throws(SystemCallError) {
-        let fd = try FileDescriptor.open(path, O_WRONLY | O_APPEND)
+        let fd = try FileDescriptor.open(path, [.writeOnly, .append])
         defer { fd.close() }
         try fd.writeAll(Array(lines.map { $0 + "\n" }.joined().utf8))
         try fd.sync()

@@ -1,4 +1,3 @@
-import Glibc
 import LinuxSystem
 
 /// Where Tunnelgate keeps what it knows about the tunnels of one network
@@ -123,7 +122,7 @@ public final class FileLock {
     /// Takes the lock, or returns nil when another process holds it.
     public static func tryAcquire(_ path: String) throws(SystemCallError) -> FileLock? {
         while true {
-            let fd = try FileDescriptor.open(path, O_RDWR | O_CREAT, mode: 0o600)
+            let fd = try FileDescriptor.open(path, [.readWrite, .create], mode: 0o600)
             guard try fd.tryLockExclusive() else {
                 fd.close()
                 return nil

@@ -1,5 +1,4 @@
 import DNSConfig
-import Glibc
 import LinuxSystem
 import TunnelgateSettings
 
@@ -57,7 +56,7 @@ extension Engine {
     /// Writes a parameter in the tunnel's namespace.
     func writeSysctl(_ path: String, _ value: String) throws(SystemCallError) {
         try inTunnelNamespace { () throws(SystemCallError) in
-            let fd = try FileDescriptor.open("/proc/sys/\(path)", O_WRONLY)
+            let fd = try FileDescriptor.open("/proc/sys/\(path)", .writeOnly)
             defer { fd.close() }
             try fd.writeAll(Array((value + "\n").utf8))
         }

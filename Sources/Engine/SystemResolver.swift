@@ -1,4 +1,4 @@
-import Glibc
+import LinuxSystem
 import TunnelgateSettings
 
 /// Resolves host names with getaddrinfo(3), as the rest of the system does
@@ -7,31 +7,18 @@ public struct SystemResolver: HostResolver {
     public init() {}
 
     public func resolve(_ name: String) -> Result<[IPAddress], ResolveFailure> {
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
-        var list: UnsafeMutablePointer<addrinfo>?
-        let status = getaddrinfo(name, nil, &hints, &list)
-        guard status == 0 else { return .failure(ResolveFailure(String(cString: gai_strerror(status)))) }
-        defer { freeaddrinfo(list) }
-        var out: [IPAddress] = []
-        var entry = list
-        while let e = entry {
-            if let sa = e.pointee.ai_addr {
-                switch e.pointee.ai_family {
-                case AF_INET:
-                    let sin = UnsafeRawPointer(sa).loadUnaligned(as: sockaddr_in.self)
-                    out.append(.v4(IPv4Address(UInt32(bigEndian: sin.sin_addr.s_addr))))
-                case AF_INET6:
-                    let sin6 = UnsafeRawPointer(sa).loadUnaligned(as: sockaddr_in6.self)
-                    let bytes = withUnsafeBytes(of: sin6.sin6_addr) { Array($0) }
-                    out.append(.v6(IPv6Address(bytes: bytes)))
-                default: break
+        switch SocketAddress.resolve(name, family: SocketFamily.unspecified) {
+        case .failure(let error):
+            return .failure(ResolveFailure(error.reason))
+        case .success(let addresses):
+            var seen = Set<IPAddress>()
+            return .success(addresses.compactMap { address -> IPAddress? in
+                switch address {
+                case .ipv4(let bytes, _): .v4(IPv4Address(bytes: bytes))
+                case .ipv6(let bytes, _, _): .v6(IPv6Address(bytes: bytes))
+                case .unix: nil
                 }
-            }
-            entry = e.pointee.ai_next
+            }.filter { seen.insert($0).inserted })
         }
-        var seen = Set<IPAddress>()
-        return .success(out.filter { seen.insert($0).inserted })
     }
 }

@@ -51,7 +51,7 @@ extension FileSystem {
     /// Appends `text` to a file (created 0644): one write(2) with O_APPEND, so that lines of
     /// processes appending at once do not interleave.
     public static func append(_ path: String, _ text: String) {
-        guard let fd = try? FileDescriptor.open(path, 0o2101 /* O_WRONLY | O_CREAT | O_APPEND */, mode: 0o644) else { return }
+        guard let fd = try? FileDescriptor.open(path, [.writeOnly, .create, .append], mode: 0o644) else { return }
         defer { fd.close() }
         try? fd.writeAll(Array(text.utf8))
     }

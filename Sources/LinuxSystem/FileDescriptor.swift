@@ -7,6 +7,11 @@ public struct FileDescriptor: Hashable, Sendable {
     public let rawValue: Int32
     public init(rawValue: Int32) { self.rawValue = rawValue }
 
+    /// Descriptors 0, 1 and 2 (STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO); not owned.
+    public static let standardInput = FileDescriptor(rawValue: STDIN_FILENO)
+    public static let standardOutput = FileDescriptor(rawValue: STDOUT_FILENO)
+    public static let standardError = FileDescriptor(rawValue: STDERR_FILENO)
+
     public static func open(_ path: String, _ flags: Int32, mode: mode_t = 0) throws(SystemCallError) -> FileDescriptor {
         FileDescriptor(rawValue: try syscall("open(\(path))") { Glibc.open(path, flags | O_CLOEXEC, mode) })
     }

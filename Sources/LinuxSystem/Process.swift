@@ -59,6 +59,14 @@ public enum ProcessControl {
     }
 }
 
+/// Signal numbers, for `ProcessControl.signal(_:_:)` and its kin.
+public enum Signal {
+    public static let hangUp = SIGHUP      // SIGHUP
+    public static let interrupt = SIGINT   // SIGINT
+    public static let kill = SIGKILL       // SIGKILL
+    public static let terminate = SIGTERM  // SIGTERM
+}
+
 /// File system calls used by the state directory.
 public enum FileSystem {
     public static func makeDirectory(_ path: String, mode: mode_t) throws(SystemCallError) {
@@ -66,6 +74,14 @@ public enum FileSystem {
     }
 
     public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+    /// getcwd(3): the calling process's working directory; nil when it cannot say (it was removed,
+    /// or its path is longer than PATH_MAX).
+    public static func currentDirectory() -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX))
+        guard getcwd(&buffer, buffer.count) != nil else { return nil }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
 
     public static func remove(_ path: String) {
         _ = unlink(path)

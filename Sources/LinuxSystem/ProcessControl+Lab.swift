@@ -219,14 +219,24 @@ extension ProcessControl {
 public struct TerminationSignalDescriptor {
     public let descriptor: FileDescriptor
 
+    /// Blocks SIGINT, SIGTERM and SIGHUP for the calling thread and the threads it starts later (call it
+    /// before any other starts, so none takes them instead) and opens the signalfd that reports them.
     public init() throws(SystemCallError) {
         descriptor = FileDescriptor(rawValue: try syscall("signalfd") { CTunnelgateShims_termination_signalfd() })
+    }
+
+    /// The signalfd an earlier `init()` opened, kept by its holder as a plain descriptor.
+    public init(_ descriptor: FileDescriptor) { self.descriptor = descriptor }
+
+    /// The next pending signal, without waiting; nil when none is.
+    public func next() -> Int32? {
+        let s = CTunnelgateShims_signalfd_read(descriptor.rawValue)
+        return s > 0 ? s : nil
     }
 
     /// The signal received within `timeoutMilliseconds`, or nil.
     public func wait(timeoutMilliseconds: Int32) -> Int32? {
         guard (try? Poll.readable(descriptor, timeoutMilliseconds: timeoutMilliseconds)) == true else { return nil }
-        let s = CTunnelgateShims_signalfd_read(descriptor.rawValue)
-        return s > 0 ? s : nil
+        return next()
     }
 }

@@ -3,6 +3,8 @@ import Glibc
 
 /// Address families, for `FileDescriptor.socket(family:type:nonBlocking:)` and the checks below.
 public enum SocketFamily {
+    /// AF_UNSPEC (0): no family, as rtnetlink requests for every family say.
+    public static let unspecified = AF_UNSPEC
     /// AF_INET.
     public static let ipv4 = AF_INET
     /// AF_INET6.
@@ -40,6 +42,27 @@ extension FileDescriptor {
         var value: Int32 = on ? 1 : 0
         _ = try syscall("setsockopt(IPV6_V6ONLY, \(value))") {
             setsockopt(rawValue, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &value, socklen_t(MemoryLayout<Int32>.size))
+        }
+    }
+
+    /// SO_REUSEADDR: a listening TCP socket may bind an address whose earlier connections are still
+    /// in TIME_WAIT.
+    public func setReuseAddress(_ on: Bool) throws(SystemCallError) {
+        var value: Int32 = on ? 1 : 0
+        _ = try syscall("setsockopt(SO_REUSEADDR, \(value))") {
+            setsockopt(rawValue, SOL_SOCKET, SO_REUSEADDR, &value, socklen_t(MemoryLayout<Int32>.size))
+        }
+    }
+
+    /// IP_RECVERR (`family` AF_INET) or IPV6_RECVERR (AF_INET6): a datagram socket that is not
+    /// connected hears of the ICMP errors for what it sent (port unreachable fails its next call)
+    /// only with it.
+    public func setReceiveErrors(family: Int32, _ on: Bool) throws(SystemCallError) {
+        var value: Int32 = on ? 1 : 0
+        let (level, option, name) = family == AF_INET6
+            ? (Int32(IPPROTO_IPV6), IPV6_RECVERR, "IPV6_RECVERR") : (Int32(IPPROTO_IP), IP_RECVERR, "IP_RECVERR")
+        _ = try syscall("setsockopt(\(name), \(value))") {
+            setsockopt(rawValue, level, option, &value, socklen_t(MemoryLayout<Int32>.size))
         }
     }
 

@@ -264,6 +264,9 @@ public struct PollSet {
 
     public mutating func removeAll() { entries.removeAll(keepingCapacity: true) }
 
+    /// Changes what the descriptor at `index` is watched for (nothing: `[]`).
+    public mutating func setEvents(_ events: Events, at index: Int) { entries[index].events = events.rawValue }
+
     /// What happened to the descriptor at `index` in the last `wait`.
     public func events(at index: Int) -> Events { Events(rawValue: entries[index].revents) }
 
@@ -280,5 +283,13 @@ extension SocketAddress {
     public static func interfaceIndex(named name: String) -> UInt32? {
         let index = if_nametoindex(name)
         return index == 0 ? nil : index
+    }
+
+    /// if_nametoindex(3) of an interface that must exist: its index, or the error (ENODEV when
+    /// there is none).
+    public static func index(ofInterface name: String) throws(SystemCallError) -> UInt32 {
+        let index = if_nametoindex(name)
+        guard index != 0 else { throw SystemCallError("if_nametoindex(\(name))", .current) }
+        return index
     }
 }

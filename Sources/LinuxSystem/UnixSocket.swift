@@ -87,13 +87,6 @@ public enum UnixSocket {
         return Credentials(pid: pid, uid: uid, gid: gid)
     }
 
-    /// Bounds how long reads and writes on `fd` may block.
-    public static func setTimeout(_ fd: FileDescriptor, seconds: Double) {
-        var tv = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1e6))
-        setsockopt(fd.rawValue, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd.rawValue, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-    }
-
     /// Reads until a newline or EOF (at most `limit` bytes).
     public static func readLine(_ fd: FileDescriptor, limit: Int = 1 << 20) -> [UInt8]? {
         var out: [UInt8] = []

@@ -1,6 +1,5 @@
 import CMnl
 import LinuxSystem
-import Glibc
 import TunnelgateSettings
 
 /// A message's fixed header, and where its attributes start and how long they are.
@@ -29,7 +28,7 @@ extension NetlinkSocket {
         try dump(type: Int32(RTM_GETLINK), operation: "ip link show",
                  header: { nlh in
                      var ifi = ifinfomsg()
-                     ifi.ifi_family = UInt8(AF_UNSPEC)
+                     ifi.ifi_family = UInt8(SocketFamily.unspecified)
                      mnl_nlmsg_put_extra_header(nlh, MemoryLayout<ifinfomsg>.size)!.storeBytes(of: ifi, as: ifinfomsg.self)
                  }) { nlh in
             if let link = Self.parseLink(nlh) { out.append(link) }
@@ -45,7 +44,7 @@ extension NetlinkSocket {
             try get(type: Int32(RTM_GETLINK), operation: "ip link show dev if\(index)",
                     header: { nlh in
                         var ifi = ifinfomsg()
-                        ifi.ifi_family = UInt8(AF_UNSPEC)
+                        ifi.ifi_family = UInt8(SocketFamily.unspecified)
                         ifi.ifi_index = index
                         mnl_nlmsg_put_extra_header(nlh, MemoryLayout<ifinfomsg>.size)!.storeBytes(of: ifi, as: ifinfomsg.self)
                     }) { nlh in
@@ -94,7 +93,7 @@ extension NetlinkSocket {
         try dump(type: Int32(RTM_GETADDR), operation: "ip addr show",
                  header: { nlh in
                      var ifa = ifaddrmsg()
-                     ifa.ifa_family = UInt8(AF_UNSPEC)
+                     ifa.ifa_family = UInt8(SocketFamily.unspecified)
                      ifa.ifa_index = UInt32(interfaceIndex)
                      mnl_nlmsg_put_extra_header(nlh, MemoryLayout<ifaddrmsg>.size)!.storeBytes(of: ifa, as: ifaddrmsg.self)
                  }) { nlh in

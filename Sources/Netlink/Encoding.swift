@@ -1,16 +1,15 @@
 import CMnl
 import LinuxSystem
-import Glibc
 import TunnelgateSettings
 
 extension IPFamily {
     /// AF_INET / AF_INET6.
-    var addressFamily: UInt8 { self == .ipv4 ? UInt8(AF_INET) : UInt8(AF_INET6) }
+    var addressFamily: UInt8 { self == .ipv4 ? UInt8(SocketFamily.ipv4) : UInt8(SocketFamily.ipv6) }
 
     init?(addressFamily: UInt8) {
         switch Int32(addressFamily) {
-        case AF_INET: self = .ipv4
-        case AF_INET6: self = .ipv6
+        case SocketFamily.ipv4: self = .ipv4
+        case SocketFamily.ipv6: self = .ipv6
         default: return nil
         }
     }
@@ -34,11 +33,11 @@ extension NetlinkSocket {
         case .setLink(let index, _, let mtu, let up):
             nlh.pointee.nlmsg_type = UInt16(RTM_NEWLINK)
             var ifi = ifinfomsg()
-            ifi.ifi_family = UInt8(AF_UNSPEC)
+            ifi.ifi_family = UInt8(SocketFamily.unspecified)
             ifi.ifi_index = index
             if let up {
-                ifi.ifi_change = u32(IFF_UP)
-                ifi.ifi_flags = up ? u32(IFF_UP) : 0
+                ifi.ifi_change = LinkInfo.upFlag
+                ifi.ifi_flags = up ? LinkInfo.upFlag : 0
             }
             put(nlh, ifi)
             if let mtu { mnl_attr_put_u32(nlh, u16(IFLA_MTU), mtu) }
@@ -46,7 +45,7 @@ extension NetlinkSocket {
         case .moveLink(let index, _, let namespace, _):
             nlh.pointee.nlmsg_type = UInt16(RTM_NEWLINK)
             var ifi = ifinfomsg()
-            ifi.ifi_family = UInt8(AF_UNSPEC)
+            ifi.ifi_family = UInt8(SocketFamily.unspecified)
             ifi.ifi_index = index
             put(nlh, ifi)
             mnl_attr_put_u32(nlh, u16(IFLA_NET_NS_FD), UInt32(bitPattern: namespace))
@@ -54,7 +53,7 @@ extension NetlinkSocket {
         case .deleteLink(let index, _):
             nlh.pointee.nlmsg_type = UInt16(RTM_DELLINK)
             var ifi = ifinfomsg()
-            ifi.ifi_family = UInt8(AF_UNSPEC)
+            ifi.ifi_family = UInt8(SocketFamily.unspecified)
             ifi.ifi_index = index
             put(nlh, ifi)
 

@@ -117,7 +117,7 @@ extension NetlinkSocket {
                 tcm.tcm_parent = tcRoot
                 putHeader(nlh, tcm)
             }
-        } catch where error.errno == .noSuchEntry || error.errno == Errno(rawValue: 22) {
+        } catch where error.errno == .noSuchEntry || error.errno == .invalidArgument {
             // ENOENT / EINVAL: "Cannot delete qdisc with handle of zero": only the default qdisc is there.
             return
         }

@@ -12,7 +12,7 @@ extension NetlinkSocket {
             + (peerNamespace == nil ? "" : " netns \(peerNamespaceName ?? "fd\(peerNamespace!.rawValue)")")
         try request(type: Int32(RTM_NEWLINK), flags: NLM_F_CREATE | NLM_F_EXCL, operation: words) { nlh in
             var ifi = ifinfomsg()
-            ifi.ifi_family = UInt8(0) // AF_UNSPEC
+            ifi.ifi_family = UInt8(SocketFamily.unspecified)
             putHeader(nlh, ifi)
             mnl_attr_put_strz(nlh, u16(IFLA_IFNAME), name)
             let linkinfo = mnl_attr_nest_start(nlh, u16(IFLA_LINKINFO))

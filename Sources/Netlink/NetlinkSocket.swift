@@ -1,5 +1,4 @@
 import CMnl
-import Glibc
 import LinuxSystem
 import TunnelgateSettings
 
@@ -30,31 +29,46 @@ public final class NetlinkSocket {
     /// A socket for requests; with `monitoring` groups (RTNLGRP_*), one that
     /// also receives the kernel's change notifications for them.
     public init(monitoring groups: [UInt32] = []) throws(SystemCallError) {
-        guard let s = mnl_socket_open2(NETLINK_ROUTE, Int32(SOCK_CLOEXEC.rawValue) | (groups.isEmpty ? 0 : Int32(SOCK_NONBLOCK.rawValue))) else {
+        guard let s = mnl_socket_open2(NETLINK_ROUTE, FileDescriptor.socketFlags(nonBlocking: !groups.isEmpty)) else {
             throw SystemCallError("socket(AF_NETLINK, NETLINK_ROUTE)", .current)
         }
-        socket = s
         let mask = groups.reduce(UInt32(0)) { $0 | (1 << ($1 - 1)) }
         guard mnl_socket_bind(s, mask, pid_t(MNL_SOCKET_AUTOPID)) == 0 else {
             let e = Errno.current
             mnl_socket_close(s)
             throw SystemCallError("bind(AF_NETLINK)", e)
         }
+        do throws(SystemCallError) {
+            try Self.setOptions(FileDescriptor(rawValue: mnl_socket_get_fd(s)))
+        } catch {
+            mnl_socket_close(s)
+            throw error
+        }
+        socket = s
         portID = mnl_socket_get_portid(s)
-        sequence = UInt32(truncatingIfNeeded: time(nil))
+        sequence = UInt32(truncatingIfNeeded: ProcessControl.wallClock().seconds)
         sendBuffer = .allocate(byteCount: sendCapacity, alignment: 8)
         receiveBuffer = .allocate(byteCount: receiveCapacity, alignment: 8)
-        let fd = mnl_socket_get_fd(s)
-        var one: Int32 = 1
+    }
+
+    /// The options every request socket needs; each refusal is an error naming the option.
+    private static func setOptions(_ fd: FileDescriptor) throws(SystemCallError) {
         // Acks carry only the header of the request, not all of it.
-        setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, socklen_t(MemoryLayout<Int32>.size))
+        try fd.enable(.capAcknowledgements)
         // Errors carry the kernel's reason as text.
-        setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, socklen_t(MemoryLayout<Int32>.size))
+        try fd.enable(.extendedAcknowledgements)
         // Dump requests are checked strictly and filtered in the kernel (by table, by interface).
-        setsockopt(fd, SOL_NETLINK, NETLINK_GET_STRICT_CHK, &one, socklen_t(MemoryLayout<Int32>.size))
-        var size: Int32 = 1 << 22
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, socklen_t(MemoryLayout<Int32>.size))
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, socklen_t(MemoryLayout<Int32>.size))
+        try fd.enable(.strictChecking)
+        // 4 MiB each way, past net.core.wmem_max/rmem_max with CAP_NET_ADMIN (SO_SNDBUFFORCE); a
+        // process without it (EPERM) gets the most those limits allow, which holds a batch
+        // (`batchLimit`) too.
+        for buffer in [FileDescriptor.SocketBuffer.send, .receive] {
+            do throws(SystemCallError) {
+                try fd.setBufferSize(buffer, bytes: 1 << 22, force: true)
+            } catch where error.errno == .permissionDenied {
+                try fd.setBufferSize(buffer, bytes: 1 << 22, force: false)
+            }
+        }
     }
 
     deinit {
@@ -245,8 +259,9 @@ public func drainNetlinkNotifications(_ socket: OpaquePointer, _ buffer: UnsafeM
     while true {
         let received = mnl_socket_recvfrom(socket, buffer, capacity)
         if received < 0 {
-            if errno == EINTR { continue }
-            return errno == ENOBUFS ? count + 1 : count
+            let e = Errno.current
+            if e == .interrupted { continue }
+            return e == .noBufferSpace ? count + 1 : count
         }
         var remaining = Int32(received)
         var nlh = buffer.assumingMemoryBound(to: nlmsghdr.self)

@@ -219,7 +219,9 @@ public struct LinkInfo: Sendable, Hashable {
     public var kind: String?
     public var statistics: LinkStatistics?
 
-    public var isUp: Bool { flags & 0x1 != 0 }          // IFF_UP
+    /// IFF_UP (<linux/if.h>): the link is administratively up.
+    static let upFlag: UInt32 = 0x1
+    public var isUp: Bool { flags & Self.upFlag != 0 }
     /// IFF_LOWER_UP: the driver signals carrier (a veth whose peer is down has none).
     public var hasCarrier: Bool { flags & 0x1_0000 != 0 }
     /// IFF_RUNNING: operationally up (RFC 2863 OPER_UP, or UNKNOWN for devices that do not say).

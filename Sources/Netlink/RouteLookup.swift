@@ -1,5 +1,4 @@
 import CMnl
-import Glibc
 import LinuxSystem
 import TunnelgateSettings
 
@@ -108,7 +107,7 @@ extension NetlinkSocket {
         }
         guard let found else {
             // An ack without an answer: not something the kernel does for RTM_GETROUTE.
-            throw NetlinkError(operation: words, errno: Errno(rawValue: ENODATA))
+            throw NetlinkError(operation: words, errno: .noData)
         }
         return found
     }

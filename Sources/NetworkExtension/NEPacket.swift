@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 
 /// NETrafficDirection (NEPacket.direction).
 public enum NETrafficDirection: Int, Sendable {
@@ -12,18 +11,19 @@ public enum NETrafficDirection: Int, Sendable {
 open class NEPacket: NSObject, @unchecked Sendable {
     // @unchecked Sendable: immutable after init.
     public let data: Data
-    public let protocolFamily: sa_family_t
+    /// sa_family_t, UInt16 on Linux: AF_INET or AF_INET6 (`SocketFamily.ipv4`, `.ipv6`).
+    public let protocolFamily: UInt16
     /// `.outbound` for packets read from the TUN (the host sent them into the tunnel).
     public let direction: NETrafficDirection
 
-    public init(data: Data, protocolFamily: sa_family_t) {
+    public init(data: Data, protocolFamily: UInt16) {
         self.data = data
         self.protocolFamily = protocolFamily
         direction = .any
         super.init()
     }
 
-    init(data: Data, protocolFamily: sa_family_t, direction: NETrafficDirection) {
+    init(data: Data, protocolFamily: UInt16, direction: NETrafficDirection) {
         self.data = data
         self.protocolFamily = protocolFamily
         self.direction = direction

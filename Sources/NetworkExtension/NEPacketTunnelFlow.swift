@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 import LinuxSystem
 
 /// NEPacketTunnelFlow: the provider's side of the TUN.
@@ -38,7 +37,7 @@ open class NEPacketTunnelFlow: NSObject, @unchecked Sendable {
     open func readPacketObjects(completionHandler: @escaping ([NEPacket]) -> Void) {
         arm { packets, protocols in
             completionHandler(zip(packets, protocols).map {
-                NEPacket(data: $0, protocolFamily: sa_family_t($1.intValue), direction: .outbound)
+                NEPacket(data: $0, protocolFamily: UInt16($1.intValue), direction: .outbound)
             })
         }
     }
@@ -49,7 +48,7 @@ open class NEPacketTunnelFlow: NSObject, @unchecked Sendable {
 
     open func readPacketObjects() async -> [NEPacket] {
         let (packets, protocols) = await readPackets()
-        return zip(packets, protocols).map { NEPacket(data: $0, protocolFamily: sa_family_t($1.intValue), direction: .outbound) }
+        return zip(packets, protocols).map { NEPacket(data: $0, protocolFamily: UInt16($1.intValue), direction: .outbound) }
     }
 
     private func arm(_ handler: @escaping ([Data], [NSNumber]) -> Void) {
@@ -104,19 +103,17 @@ open class NEPacketTunnelFlow: NSObject, @unchecked Sendable {
         }
     }
 
-    /// poll(2) for POLLIN. Signals are blocked in every thread of the host (signalfd), so no EINTR.
+    /// poll(2) for POLLIN; false when the time ran out or poll failed.
     private static func waitReadable(_ fd: Int32, timeoutMilliseconds: Int32) -> Bool {
-        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let rc = Glibc.poll(&p, 1, timeoutMilliseconds)
-        return rc > 0 && p.revents & Int16(POLLIN) != 0
+        (try? Poll.readable(FileDescriptor(rawValue: fd), timeoutMilliseconds: timeoutMilliseconds)) ?? false
     }
 
     /// AF_INET or AF_INET6 from the IP version in the first nibble; nil for anything else.
     static func protocolFamily(of packet: Data) -> Int32? {
         guard let first = packet.first else { return nil }
         switch first >> 4 {
-        case 4 where packet.count >= 20: return AF_INET
-        case 6 where packet.count >= 40: return AF_INET6
+        case 4 where packet.count >= 20: return SocketFamily.ipv4
+        case 6 where packet.count >= 40: return SocketFamily.ipv6
         default: return nil
         }
     }

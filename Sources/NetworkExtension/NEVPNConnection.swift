@@ -1,7 +1,6 @@
 import Session
 import Foundation
 import Engine
-import Glibc
 import LinuxSystem
 import Synchronization
 
@@ -182,7 +181,7 @@ open class NEVPNConnection: @unchecked Sendable {
             guard let directory else { return }
             if let answer = try? ControlServer.request(directory.controlPath(name), "stop"), answer.contains(#""ok":true"#) { return }
             if let pid = TunnelRecord.read(from: directory.statePath(name))?.pid ?? child, ProcessControl.exists(pid) {
-                try? ProcessControl.signal(pid, SIGTERM)
+                try? ProcessControl.signal(pid, Signal.terminate)
             }
         }
     }

@@ -2,7 +2,6 @@ import RuntimeABI
 import Session
 import Foundation
 import Engine
-import Glibc
 import LinuxSystem
 import PlaneProtocol
 import Synchronization

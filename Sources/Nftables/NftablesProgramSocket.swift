@@ -14,7 +14,7 @@ public final class NftablesProgramSocket {
     private let receiveBuffer: UnsafeMutableRawPointer
 
     public init() throws(SystemCallError) {
-        guard let s = mnl_socket_open2(NETLINK_NETFILTER, 0o2000000 /* SOCK_CLOEXEC */) else {
+        guard let s = mnl_socket_open2(NETLINK_NETFILTER, FileDescriptor.socketFlags(nonBlocking: false)) else {
             throw SystemCallError("socket(AF_NETLINK, NETLINK_NETFILTER)", .current)
         }
         guard mnl_socket_bind(s, 0, pid_t(MNL_SOCKET_AUTOPID)) == 0 else {

@@ -52,7 +52,7 @@ extension NftablesSocket {
             }
         }
         guard let id else {
-            throw NftablesError(operation: "nft list ruleset (generation): no generation in the answer", errno: Errno(rawValue: 5))  // EIO
+            throw NftablesError(operation: "nft list ruleset (generation): no generation in the answer", errno: .inputOutput)
         }
         return id
     }

@@ -1,6 +1,5 @@
 import CMnl
 import CNftnl
-import Glibc
 import LinuxSystem
 import Netlink
 import TunnelgateSettings
@@ -19,8 +18,7 @@ public final class NftablesSocket {
     /// A socket for requests; with `monitoring`, one that receives every
     /// nf_tables change notification (NFNLGRP_NFTABLES) instead.
     public init(monitoring: Bool = false) throws(SystemCallError) {
-        let flags = Int32(SOCK_CLOEXEC.rawValue) | (monitoring ? Int32(SOCK_NONBLOCK.rawValue) : 0)
-        guard let s = mnl_socket_open2(NETLINK_NETFILTER, flags) else {
+        guard let s = mnl_socket_open2(NETLINK_NETFILTER, FileDescriptor.socketFlags(nonBlocking: monitoring)) else {
             throw SystemCallError("socket(AF_NETLINK, NETLINK_NETFILTER)", .current)
         }
         let groups: UInt32 = monitoring ? 1 << (UInt32(NFNLGRP_NFTABLES.rawValue) - 1) : 0
@@ -29,13 +27,18 @@ public final class NftablesSocket {
             mnl_socket_close(s)
             throw SystemCallError("bind(NETLINK_NETFILTER)", e)
         }
+        // Errors carry the kernel's reason as text.
+        do throws(SystemCallError) {
+            try FileDescriptor(rawValue: mnl_socket_get_fd(s)).enable(.extendedAcknowledgements)
+        } catch {
+            mnl_socket_close(s)
+            throw error
+        }
         socket = s
         portID = mnl_socket_get_portid(s)
-        sequence = UInt32(truncatingIfNeeded: time(nil)) &* 7
+        sequence = UInt32(truncatingIfNeeded: ProcessControl.wallClock().seconds) &* 7
         buffer = .allocate(byteCount: bufferSize, alignment: 8)
         receiveBuffer = .allocate(byteCount: bufferSize, alignment: 8)
-        var one: Int32 = 1
-        setsockopt(mnl_socket_get_fd(s), SOL_NETLINK, NETLINK_EXT_ACK, &one, socklen_t(MemoryLayout<Int32>.size))
     }
 
     deinit {
@@ -100,14 +103,18 @@ public final class NftablesSocket {
         // the socket to fall silent after an error.
         var pending = Set(operations.keys)
         var firstError: NftablesError?
-        let fd = mnl_socket_get_fd(socket)
+        let fd = FileDescriptor(rawValue: mnl_socket_get_fd(socket))
         while !pending.isEmpty {
-            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&pfd, 1, firstError == nil ? 5000 : 100)
-            if ready <= 0 { break }
+            let ready: Bool
+            do {
+                ready = try Poll.readable(fd, timeoutMilliseconds: firstError == nil ? 5000 : 100)
+            } catch {
+                throw NftablesError(operation: "nft transaction (poll)", errno: error.errno)
+            }
+            if !ready { break }
             let received = mnl_socket_recvfrom(socket, receiveBuffer, bufferSize)
             if received < 0 {
-                if errno == EINTR { continue }
+                if Errno.current == .interrupted { continue }
                 throw NftablesError(operation: "nft transaction (recvmsg)", errno: .current)
             }
             var remaining = Int32(received)
@@ -128,7 +135,7 @@ public final class NftablesSocket {
         }
         if let firstError { throw firstError }
         if !pending.isEmpty {
-            throw NftablesError(operation: "nft transaction: \(pending.count) requests unanswered", errno: Errno(rawValue: ETIMEDOUT))
+            throw NftablesError(operation: "nft transaction: \(pending.count) requests unanswered", errno: .timedOut)
         }
     }
 
@@ -225,7 +232,7 @@ public final class NftablesSocket {
         while true {
             let received = mnl_socket_recvfrom(socket, receiveBuffer, bufferSize)
             if received < 0 {
-                if errno == EINTR { continue }
+                if Errno.current == .interrupted { continue }
                 throw NftablesError(operation: operation, errno: .current)
             }
             var remaining = Int32(received)

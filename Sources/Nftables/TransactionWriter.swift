@@ -1,7 +1,6 @@
 import LinuxSystem
 import CMnl
 import CNftnl
-import Glibc
 import TunnelgateSettings
 
 /// Writes one nf_tables transaction into a buffer: batch begin, the

@@ -1,5 +1,3 @@
-import CTunnelgateShims
-import Glibc
 import LinuxSystem
 import PlaneProtocol
 import RuntimeABI
@@ -59,8 +57,9 @@ final class PlaneLoop {
         var backoff = 0.00002
         var nextStatusPoll = ProcessControl.monotonicSeconds()
         var nextReport = ProcessControl.monotonicSeconds()
-        var fds = [pollfd(fd: tun.rawValue, events: 0, revents: 0),
-                   pollfd(fd: channel.descriptor.rawValue, events: Int16(POLLIN), revents: 0)]
+        var poll = PollSet()
+        poll.add(tun, [])
+        poll.add(channel.descriptor, .readable)
 
         func passesHostChecks(_ i: Int) -> Bool {
             let version = packets[i]![0] >> 4
@@ -100,22 +99,26 @@ final class PlaneLoop {
 
         while true {
             let now = ProcessControl.monotonicSeconds()
-            fds[0].events = readsTun && pendingEnd == 0 ? Int16(POLLIN) : 0
+            poll.setEvents(readsTun && pendingEnd == 0 ? .readable : [], at: 0)
             var timeout = min(nextStatusPoll, nextReport) - now
             if let retryAt { timeout = min(timeout, retryAt - now) }
-            let ready = CTunnelgateShims_poll_nanoseconds(&fds, UInt(fds.count), Int64(max(0, timeout * 1e9)))
-            if ready < 0 && errno != EINTR { return fail("poll: \(Errno.current)") }
+            do throws(SystemCallError) {
+                _ = try poll.wait(timeoutNanoseconds: Int64(max(0, timeout * 1e9)))
+            } catch {
+                return fail("poll: \(error.errno)")
+            }
 
-            if fds[1].revents != 0, let exit = serveChannel() { return exit }
+            if !poll.events(at: 1).isEmpty, let exit = serveChannel() { return exit }
             if let retryAt, ProcessControl.monotonicSeconds() >= retryAt {
                 counters.retries += 1
                 deliver()
             }
-            if fds[0].revents & Int16(POLLIN) != 0, pendingEnd == 0 {
+            if poll.events(at: 0).contains(.readable), pendingEnd == 0 {
                 var count = 0
                 for _ in 0..<Self.batch {
-                    let n = read(tun.rawValue, slots + count * Self.slotSize, Self.slotSize)
-                    if n <= 0 { break }
+                    // Nothing more (EAGAIN), or a read that failed: the batch ends here.
+                    let slot = UnsafeMutableRawBufferPointer(start: slots + count * Self.slotSize, count: Self.slotSize)
+                    guard let n = try? tun.read(into: slot), n > 0 else { break }
                     counters.packetsFromHost += 1
                     counters.bytesFromHost += UInt64(n)
                     lengths[count] = n

@@ -1,7 +1,6 @@
 import CTunnelgateRuntime
 import RuntimeABI
 import TUN
-import Glibc
 import LinuxSystem
 import TunnelgateSettings
 

@@ -1,5 +1,4 @@
 import CSodium
-import Glibc
 import LinuxSystem
 import RuntimeABI
 import TunnelgateSettings
@@ -111,7 +110,7 @@ public struct MeshIdentity: Sendable, Equatable {
             defer { fd.close() }
             do {
                 let written = try seed.withUnsafeBytes { raw in Result { () throws(SystemCallError) in try fd.write(raw) } }.get()
-                guard written == 32 else { throw SystemCallError("write(32 bytes)", Errno(rawValue: 5)) }  // EIO: short
+                guard written == 32 else { throw SystemCallError("write(32 bytes)", .inputOutput) }  // short
                 try fd.sync()
             } catch {
                 directory.removeFile(named: name)

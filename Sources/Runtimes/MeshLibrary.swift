@@ -1,4 +1,3 @@
-import Glibc
 import LinuxSystem
 import RuntimeABI
 
@@ -107,16 +106,16 @@ final class MeshLibrary: @unchecked Sendable {  // @unchecked: immutable after i
         try self.init(path: path, handle: h)
     }
 
-    private init(path: String, handle h: UnsafeMutableRawPointer) throws(RuntimeError) {
+    private init(path: String, handle h: DynamicLibrary) throws(RuntimeError) {
         self.path = path
         // Every required symbol is looked up first, so the error names all that are missing.
         var symbols: [String: UnsafeMutableRawPointer] = [:]
         for name in Self.required + Self.optional {
-            if let s = dlsym(h, name) { symbols[name] = s }
+            if let s = h.symbol(named: name) { symbols[name] = s }
         }
         let missing = Self.required.filter { symbols[$0] == nil }
         guard missing.isEmpty else {
-            dlclose(h)
+            h.close()
             throw RuntimeError("MeshGuard library \(path) has no symbol \(missing.map { "'\($0)'" }.joined(separator: ", ")) "
                                + "(required by runtime.kind mesh; is it libmeshguard-ffi.so?)")
         }

@@ -1,6 +1,5 @@
 import RuntimeABI
 import TUN
-import Glibc
 import LinuxSystem
 import Synchronization
 import TunnelgateSettings
@@ -48,7 +47,7 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
     private var joinedVia = ""
 
     // Shared with the threads.
-    let signal = MeshSignal()
+    let signal = ConditionLock()
     private let queue: PacketRing
     private var running = false               // guarded by signal
     private var jobs: [@Sendable () -> Void] = []  // guarded by signal
@@ -112,7 +111,7 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
         /// Whether `sender` may send from `source`.
         func allows(_ sender: UnsafePointer<UInt8>, source: IPAddress) -> Bool {
             entries.contains { e in
-                e.prefix.contains(source) && e.identity.withUnsafeBufferPointer { memcmp($0.baseAddress!, sender, 32) == 0 }
+                e.prefix.contains(source) && e.identity.elementsEqual(UnsafeBufferPointer(start: sender, count: 32))
             }
         }
     }
@@ -237,15 +236,9 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
     }
 
     static func resolveIPv4(_ host: String) -> IPv4Address? {
-        var hints = addrinfo()
-        hints.ai_family = AF_INET
-        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
-        var result: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(host, nil, &hints, &result) == 0, let first = result else { return nil }
-        defer { freeaddrinfo(result) }
-        return first.pointee.ai_addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
-            IPv4Address(UInt32(bigEndian: $0.pointee.sin_addr.s_addr))
-        }
+        guard case .success(let addresses) = SocketAddress.resolve(host, family: SocketFamily.ipv4),
+              case .ipv4(let bytes, _) = addresses.first else { return nil }
+        return IPv4Address(bytes: bytes)
     }
 
     /// Stops the threads, closes the tunnels and leaves the mesh
@@ -335,7 +328,7 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
         let deadline = ProcessControl.monotonicSeconds() + 5
         while ProcessControl.monotonicSeconds() < deadline {
             if done.load(ordering: .acquiring) { return Array((text == "suspend" ? "suspended" : "resumed").utf8) }
-            usleep(1000)
+            ProcessControl.sleep(seconds: 0.001)
         }
         throw RuntimeError("meshguard_\(text) did not return within 5 s")
     }
@@ -598,13 +591,13 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
             var len: UInt32 = 0
             let rc = library.tunnelRecv(ctx, buffer, &len, sender)
             if rc == 1 {
-                usleep(backoff)
+                ProcessControl.sleep(seconds: Double(backoff) / 1e6)
                 backoff = min(backoff * 2, 2000)
                 continue
             }
             if rc != 0 {
                 recvErrors.add(1, ordering: .relaxed)
-                usleep(2000)
+                ProcessControl.sleep(seconds: 0.002)
                 continue
             }
             backoff = 50
@@ -637,40 +630,10 @@ public final class MeshRuntimeHost: HostedRuntime, @unchecked Sendable {
     }
 }
 
-/// A mutex and a condition variable (pthread), for the host context's queue.
-final class MeshSignal: @unchecked Sendable {  // @unchecked: the pthread objects are only used through their own locking
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-
-    init() {
-        pthread_mutex_init(mutex, nil)
-        var attr = pthread_condattr_t()
-        pthread_condattr_init(&attr)
-        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
-        pthread_cond_init(cond, &attr)
-        pthread_condattr_destroy(&attr)
-    }
-    deinit {
-        pthread_cond_destroy(cond); pthread_mutex_destroy(mutex)
-        cond.deallocate(); mutex.deallocate()
-    }
-    func lock() { pthread_mutex_lock(mutex) }
-    func unlock() { pthread_mutex_unlock(mutex) }
-    func locked<T>(_ body: () throws -> T) rethrows -> T { lock(); defer { unlock() }; return try body() }
-    func signal() { pthread_cond_signal(cond) }
-    func broadcast() { pthread_cond_broadcast(cond) }
-    /// Waits (the mutex held) until signalled or the monotonic time `deadline`.
-    func wait(until deadline: Double) {
-        let d = max(deadline, 0)
-        var ts = timespec(tv_sec: Int(d), tv_nsec: Int((d - d.rounded(.down)) * 1e9))
-        pthread_cond_timedwait(cond, mutex, &ts)
-    }
-}
-
 /// A bounded FIFO of packets in preallocated slots (no allocation per packet).
-/// Guarded by the host's MeshSignal; the consumer reads slots outside the
+/// Guarded by the host's ConditionLock; the consumer reads slots outside the
 /// lock between taking a count and releasing it, which the producer never touches.
-final class PacketRing: @unchecked Sendable {  // @unchecked: every access happens under MeshSignal's mutex (see above)
+final class PacketRing: @unchecked Sendable {  // @unchecked: every access happens under the ConditionLock's mutex (see above)
     let capacity: Int, slotSize: Int
     private let storage: UnsafeMutablePointer<UInt8>
     private var lengths: [Int]

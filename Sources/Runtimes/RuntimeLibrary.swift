@@ -1,5 +1,4 @@
 import CTunnelgateRuntime
-import Glibc
 import LinuxSystem
 import RuntimeABI
 import TunnelgateSettings
@@ -20,7 +19,7 @@ public final class RuntimeLibrary {
                                                   UnsafeMutablePointer<UInt8>?, Int, UnsafeMutablePointer<Int>?) -> Int32
 
     public let path: String
-    let handle: UnsafeMutableRawPointer
+    let library: DynamicLibrary
     let start: Start
     let packetIn: PacketIn?
     /// The optional batch entry point; nil: packets go in one at a time through packetIn.
@@ -41,12 +40,11 @@ public final class RuntimeLibrary {
         try self.init(settings, handle: h)
     }
 
-    private init(_ settings: CallbackRuntimeSettings, handle h: UnsafeMutableRawPointer) throws(RuntimeError) {
+    private init(_ settings: CallbackRuntimeSettings, handle h: DynamicLibrary) throws(RuntimeError) {
         path = settings.library
-        handle = h
+        library = h
         func bind(_ name: String, _ key: String) throws(RuntimeError) -> UnsafeMutableRawPointer {
-            _ = dlerror()
-            guard let symbol = dlsym(h, name) else {
+            guard let symbol = h.symbol(named: name) else {
                 throw RuntimeError("runtime library \(settings.library) has no symbol '\(name)' (runtime.symbols.\(key))")
             }
             return symbol
@@ -59,13 +57,13 @@ public final class RuntimeLibrary {
             if settings.packetPath == .callback {
                 packetIn = unsafeBitCast(try bind(settings.symbols.packetIn, "packetIn"), to: PacketIn.self)
             } else {
-                packetIn = dlsym(h, settings.symbols.packetIn).map { unsafeBitCast($0, to: PacketIn.self) }
+                packetIn = h.symbol(named: settings.symbols.packetIn).map { unsafeBitCast($0, to: PacketIn.self) }
             }
             // packet_in_batch is optional: a library without the default name (MEHS's has none) gets its
             // packets one by one. A name the configuration chose must exist: a typo must not silently
             // turn batching off.
             if let name = settings.symbols.packetInBatch, settings.packetPath == .callback {
-                if let symbol = dlsym(h, name) {
+                if let symbol = h.symbol(named: name) {
                     packetInBatch = unsafeBitCast(symbol, to: PacketInBatch.self)
                 } else if name != CallbackRuntimeSettings.Symbols().packetInBatch {
                     throw RuntimeError("runtime library \(settings.library) has no symbol '\(name)' (runtime.symbols.packetInBatch)")
@@ -76,11 +74,11 @@ public final class RuntimeLibrary {
                 packetInBatch = nil
             }
         } catch {
-            dlclose(h)
+            h.close()
             throw error
         }
         // app_message is optional: without it `tunnelgate message` says so.
-        appMessage = settings.symbols.appMessage.flatMap { dlsym(h, $0) }.map { unsafeBitCast($0, to: AppMessage.self) }
+        appMessage = settings.symbols.appMessage.flatMap { h.symbol(named: $0) }.map { unsafeBitCast($0, to: AppMessage.self) }
     }
 
     // The library stays loaded for the life of the process: a runtime's
@@ -90,27 +88,27 @@ public final class RuntimeLibrary {
     /// directory on the way) through /proc/self/fd/N, so that the file checked is the file loaded.
     /// The descriptor stays open for the life of the process, as the library stays loaded: no other
     /// file can take its number, and so its /proc/self/fd name, while the library is mapped.
-    static func load(_ path: String, error message: (String) -> String) throws(RuntimeError) -> UnsafeMutableRawPointer {
+    static func load(_ path: String, error message: (String) -> String) throws(RuntimeError) -> DynamicLibrary {
         let file: TrustedFile
         do { file = try TrustedFile.open(path) } catch { throw RuntimeError(message(error.description)) }
-        guard let h = dlopen(file.procPath, RTLD_NOW | RTLD_LOCAL) else {
-            let reason = dlerror().map { String(cString: $0) } ?? "unknown error"
+        do {
+            return try DynamicLibrary.open(file.procPath)
+        } catch {
             file.close()
-            throw RuntimeError(message(reason.replacingOccurrences(of: file.procPath, with: path)))
+            throw RuntimeError(message(error.reason.replacingOccurrences(of: file.procPath, with: path)))
         }
-        return h
     }
 }
 
 extension RuntimeLibrary {
     /// dlopen of a handed-over descriptor through /proc/self/fd/N; the descriptor stays open for the
     /// life of the process, as the library stays loaded. Errors say `name`, not the /proc path.
-    static func load(descriptor: FileDescriptor, named name: String, error message: (String) -> String) throws(RuntimeError) -> UnsafeMutableRawPointer {
-        guard let h = dlopen(descriptor.procPath, RTLD_NOW | RTLD_LOCAL) else {
-            let reason = dlerror().map { String(cString: $0) } ?? "unknown error"
-            throw RuntimeError(message(reason.replacingOccurrences(of: descriptor.procPath, with: name)))
+    static func load(descriptor: FileDescriptor, named name: String, error message: (String) -> String) throws(RuntimeError) -> DynamicLibrary {
+        do {
+            return try DynamicLibrary.open(descriptor.procPath)
+        } catch {
+            throw RuntimeError(message(error.reason.replacingOccurrences(of: descriptor.procPath, with: name)))
         }
-        return h
     }
 }
 

@@ -1,4 +1,3 @@
-import Glibc
 import Engine
 import LinuxSystem
 import Netlink
@@ -33,12 +32,6 @@ public enum CarrierPath: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// ENETUNREACH, EHOSTUNREACH, EINVAL: how a lookup says no route,
-    /// an unreachable route and a blackhole route (EACCES: prohibit).
-    static let networkUnreachable = Errno(rawValue: ENETUNREACH)  // ENETUNREACH
-    static let hostUnreachable = Errno(rawValue: EHOSTUNREACH)    // EHOSTUNREACH
-    static let invalidArgument = Errno(rawValue: EINVAL)          // EINVAL
-
     /// The verdict on the kernel's answer for one endpoint. `link` is the
     /// answer's output interface as read afterwards (nil when it has none or
     /// it vanished); `tunnelInterface` is the tunnel's own interface when it
@@ -56,10 +49,12 @@ public enum CarrierPath: Sendable, Equatable, CustomStringConvertible {
         case .success(let found): lookup = found
         case .failure(let error):
             switch error.errno {
-            case networkUnreachable: return .gone("no route")
-            case hostUnreachable: return .gone("unreachable route")
+            // ENETUNREACH, EHOSTUNREACH, EINVAL: how a lookup says no route, an unreachable route
+            // and a blackhole route (EACCES: prohibit).
+            case .networkUnreachable: return .gone("no route")
+            case .hostUnreachable: return .gone("unreachable route")
             // A blackhole says EINVAL without a message; a request the kernel finds malformed says why.
-            case invalidArgument where error.kernelMessage == nil: return .gone("blackhole route")
+            case .invalidArgument where error.kernelMessage == nil: return .gone("blackhole route")
             case .accessDenied: return .gone("prohibit route")
             default: return .gone(error.description)
             }

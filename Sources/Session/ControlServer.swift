@@ -1,6 +1,4 @@
-import CTunnelgateShims
 import FoundationEssentials
-import Glibc
 import Engine
 import LinuxSystem
 import TunnelgateSettings
@@ -32,7 +30,7 @@ public final class ControlServer {
     }
 
     let listener: FileDescriptor
-    let epoll: FileDescriptor
+    let epoll: EventPoll
     let path: String
     let gateway: Engine
     let name: String
@@ -46,9 +44,10 @@ public final class ControlServer {
         self.name = name
         path = gateway.state.controlPath(name)
         do throws(SystemCallError) {
-            epoll = FileDescriptor(rawValue: try syscall("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) })
+            epoll = try EventPoll()
             do throws(SystemCallError) {
                 listener = try UnixSocket.listen(at: path)
+                try epoll.watch(listener)
             } catch {
                 epoll.close()
                 throw error
@@ -57,7 +56,6 @@ public final class ControlServer {
             throw .system(error)
         }
         boundFile = Self.identity(of: path)
-        watch(listener)
     }
 
     deinit {
@@ -69,23 +67,16 @@ public final class ControlServer {
     }
 
     private static func identity(of path: String) -> (dev: UInt64, ino: UInt64)? {
-        var st = stat()
-        guard stat(path, &st) == 0 else { return nil }
-        return (UInt64(st.st_dev), UInt64(st.st_ino))
+        guard let status = (try? FileSystem.status(path, followingSymbolicLinks: true)) ?? nil else { return nil }
+        return (status.device, status.inode)
     }
 
     /// Readable when a connection is waiting to be accepted or a client sent bytes.
-    public var descriptor: Int32 { epoll.rawValue }
-
-    private func watch(_ fd: FileDescriptor) {
-        var event = epoll_event()
-        event.events = EPOLLIN.rawValue
-        event.data.fd = fd.rawValue
-        _ = epoll_ctl(epoll.rawValue, EPOLL_CTL_ADD, fd.rawValue, &event)
-    }
+    public var descriptor: Int32 { epoll.descriptor.rawValue }
 
     private func close(_ fd: FileDescriptor) {
-        _ = epoll_ctl(epoll.rawValue, EPOLL_CTL_DEL, fd.rawValue, nil)
+        // Closing it removes it from the set too; removing it first only says so.
+        try? epoll.unwatch(fd)
         fd.close()
     }
 
@@ -95,19 +86,20 @@ public final class ControlServer {
     /// takes none).
     public func serve(message: (([UInt8]) -> Result<[UInt8], ControlFailure>)?) -> Request? {
         // Drain the set's readiness (level-triggered: what is not handled now is reported again).
-        var events = [epoll_event](repeating: epoll_event(), count: Self.maximumPending + 1)
-        _ = epoll_wait(epoll.rawValue, &events, Int32(events.count), 0)
+        // A failed drain leaves the set readable: the loop only comes back sooner.
+        _ = try? epoll.drain(maximum: Self.maximumPending + 1)
 
         while let connection = try? UnixSocket.accept(listener) {
-            guard let peer = try? UnixSocket.peerCredentials(connection), peer.uid == 0 || peer.uid == geteuid() else {
+            guard let peer = try? UnixSocket.peerCredentials(connection), peer.uid == 0 || peer.uid == ProcessControl.effectiveUserID else {
                 reply(connection, #"{"ok":false,"error":"permission denied"}"#)
                 connection.close()
                 continue
             }
             guard (try? connection.setNonBlocking(true)) != nil else { connection.close(); continue }
+            // A connection the set cannot watch would never wake the loop: refused.
+            guard (try? epoll.watch(connection)) != nil else { connection.close(); continue }
             if pending.count == Self.maximumPending { close(pending.removeFirst().fd) }
             pending.append(Pending(fd: connection))
-            watch(connection)
         }
 
         var request: Request?
@@ -135,11 +127,9 @@ public final class ControlServer {
     private func readRequest(_ p: inout Pending) -> ReadResult {
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(p.fd.rawValue, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                return errno == EAGAIN ? .waiting : .closed
-            }
+            let read = chunk.withUnsafeMutableBytes { b in Result { () throws(SystemCallError) in try p.fd.read(into: b) } }
+            guard case .success(let got) = read else { return .closed }
+            guard let n = got else { return .waiting }  // EAGAIN
             if n == 0 { return .closed }
             if let newline = chunk[..<n].firstIndex(of: 0x0a) {
                 p.bytes += chunk[..<newline]
@@ -177,10 +167,11 @@ public final class ControlServer {
         return nil
     }
 
-    /// Writes the answer; a client that does not read it gets at most a second.
+    /// Writes the answer; a client that does not read it gets at most a second (a socket that cannot be
+    /// given that bound gets no answer: the client sees the connection close).
     private func reply(_ fd: FileDescriptor, _ text: String) {
         try? fd.setNonBlocking(false)
-        UnixSocket.setTimeout(fd, seconds: 1)
+        guard (try? fd.setTimeouts(seconds: 1)) != nil else { return }
         try? fd.writeAll(Array((text + "\n").utf8))
     }
 
@@ -189,10 +180,10 @@ public final class ControlServer {
         do throws(SystemCallError) {
             let fd = try UnixSocket.connect(to: path)
             defer { fd.close() }
-            UnixSocket.setTimeout(fd, seconds: 10)
+            try fd.setTimeouts(seconds: 10)
             try fd.writeAll(Array((line + "\n").utf8))
             guard let answer = UnixSocket.readLine(fd) else {
-                throw SystemCallError("read(\(path))", Errno(rawValue: ECONNRESET))
+                throw SystemCallError("read(\(path))", .connectionReset)
             }
             return String(decoding: answer, as: UTF8.self)
         } catch {

@@ -1,4 +1,3 @@
-import Glibc
 import Engine
 import LinuxSystem
 import Netlink

@@ -1,4 +1,3 @@
-import CTunnelgateShims
 import Engine
 import LinuxSystem
 import PlaneProtocol

@@ -1,5 +1,3 @@
-import CTunnelgateShims
-import Glibc
 import LinuxSystem
 
 /// A TUN interface (IFF_TUN | IFF_NO_PI) and the descriptor that keeps it
@@ -20,27 +18,22 @@ public final class TunDevice {
     public let carriesVirtioHeader: Bool
 
     public init(name: String, offloads: Bool = false) throws(SystemCallError) {
-        var actual = [CChar](repeating: 0, count: Int(CTunnelgateShims_ifnamsiz()))
-        let fd = try syscall("ioctl(TUNSETIFF, \(name))") {
-            CTunnelgateShims_tun_open(name, &actual, 1, offloads ? 1 : 0)
-        }
-        descriptor = FileDescriptor(rawValue: fd)
-        carriesVirtioHeader = offloads && TunDevice.carriesVirtioHeader(descriptor)
-        self.name = String(decoding: actual.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let index = if_nametoindex(self.name)
-        guard index != 0 else {
-            let e = Errno.current
+        let opened = try FileDescriptor.openTun(named: name, offloads: offloads)
+        descriptor = opened.descriptor
+        carriesVirtioHeader = offloads && descriptor.carriesVirtioHeader
+        self.name = opened.name
+        do throws(SystemCallError) {
+            index = Int32(try SocketAddress.index(ofInterface: self.name))
+        } catch {
             descriptor.close()
-            throw SystemCallError("if_nametoindex(\(name))", e)
+            throw error
         }
-        self.index = Int32(index)
     }
 
     /// Whether the TUN open on `descriptor` was made with IFF_VNET_HDR (TUNGETIFF), so that every
     /// read and write carries a struct virtio_net_hdr first. False for anything that is not a TUN.
     public static func carriesVirtioHeader(_ descriptor: FileDescriptor) -> Bool {
-        let flags = CTunnelgateShims_tun_flags(descriptor.rawValue)
-        return flags >= 0 && flags & CTunnelgateShims_iff_vnet_hdr() != 0
+        descriptor.carriesVirtioHeader
     }
 
     private var closed = false

@@ -1,7 +1,6 @@
 import FoundationEssentials
 import Engine
 import PacketPlane
-import Glibc
 import LinuxSystem
 import TunnelgateSettings
 
@@ -102,7 +101,7 @@ extension String {
 }
 
 func printError(_ text: String) {
-    _ = try? FileDescriptor(rawValue: STDERR_FILENO).writeAll(Array(LogFormat.current.line(text).utf8))
+    _ = try? FileDescriptor.standardError.writeAll(Array(LogFormat.current.line(text).utf8))
 }
 
 extension CommandLine {
@@ -113,7 +112,7 @@ extension CommandLine {
             return try dispatch(arguments)
         } catch let error as UsageError where LogFormat.current == .json {
             let usage = error.command?.usage ?? "tunnelgate <subcommand>"
-            _ = try? FileDescriptor(rawValue: STDERR_FILENO).writeAll(Array(LogFormat.json.line("Error: \(error.message)", usage: usage).utf8))
+            _ = try? FileDescriptor.standardError.writeAll(Array(LogFormat.json.line("Error: \(error.message)", usage: usage).utf8))
             return ExitCode.usage
         } catch let error as UsageError {
             printError("Error: \(error.message)")

@@ -1,4 +1,3 @@
-import CTunnelgateShims
 import Engine
 import LinuxSystem
 import Metrics
@@ -82,7 +81,7 @@ extension CommandLine {
                                             scrapeSeconds: ProcessControl.monotonicSeconds() - began,
                                             collector: counters).render()
         }
-        let signal = CTunnelgateShims_signalfd_read(signals.rawValue)
+        let signal = TerminationSignals.read(signals)
         printError("tunnelgate: metrics: stopping (signal \(signal))")
         return ExitCode.success
     }

@@ -1,10 +1,8 @@
 import RuntimeABI
 import Session
-import CTunnelgateShims
 import FoundationEssentials
 import Engine
 import Runtimes
-import Glibc
 import LinuxSystem
 import TunnelgateSettings
 import WireGuard
@@ -267,38 +265,49 @@ extension CommandLine {
     /// Starts `tunnelgate up CONFIG --ready-fd 3` in its own session and waits
     /// until it reports the tunnel applied and verified, or its error.
     static func spawnDetached(_ path: String, netns: String?, restart: String?, settings: TunnelSettings) throws -> Int32 {
-        var pipeFDs: [Int32] = [0, 0]
-        _ = try syscall("pipe") { pipe(&pipeFDs) }
-        let readEnd = FileDescriptor(rawValue: pipeFDs[0]), writeEnd = FileDescriptor(rawValue: pipeFDs[1])
-        try readEnd.setCloseOnExec(true)
-        try writeEnd.setCloseOnExec(true)
+        // Both ends blocking: the child writes its one line, this process waits for it.
+        let (readEnd, writeEnd) = try FileDescriptor.pipe()
         defer { readEnd.close() }
+        do {
+            try readEnd.setNonBlocking(false)
+            try writeEnd.setNonBlocking(false)
+        } catch {
+            writeEnd.close()
+            throw error
+        }
         let state = try Engine(namespace: try namespace(netns)).state
         let executable = "/proc/self/exe"
         let argv = ["tunnelgate", "up", absolutePath(path), "--ready-fd", "3"] + (netns.map { ["--netns", $0] } ?? [])
             + (restart.map { ["--restart", $0] } ?? [])
-        var cArgs = argv.map { strdup($0) } + [nil]
-        defer { for p in cArgs { free(p) } }
-        var pid: pid_t = 0
-        let rc = CTunnelgateShims_spawn_detached(executable, &cArgs, writeEnd.rawValue, state.logPath(settings.name), &pid)
+        let pid: Int32
+        do {
+            // This process's environment; standard output and error appended to the log; the write end is 3.
+            pid = try ProcessControl.spawnDetached(executable, argv, environment: ProcessControl.environment(),
+                                                   logPath: state.logPath(settings.name), passing: writeEnd)
+        } catch {
+            writeEnd.close()
+            throw Failure("starting the tunnel process failed: \(error.errno)")
+        }
         writeEnd.close()
-        guard rc == 0 else { throw Failure("starting the tunnel process failed: \(Errno(rawValue: rc))") }
 
         var reply: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(readEnd.rawValue, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            reply += chunk[0..<n]
+            let n = chunk.withUnsafeMutableBytes { b in Result { () throws(SystemCallError) in try readEnd.read(into: b) } }
+            guard case .success(let count?) = n, count > 0 else { break }
+            reply += chunk[0..<count]
         }
         let text = String(decoding: reply, as: UTF8.self)
         if text.hasPrefix("ready ") {
             print("\(text.dropFirst(6)); running in the background as pid \(pid)")
             return ExitCode.success
         }
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
+        // The raw wait status, as waitpid(2) gives it.
+        let status: Int32 = switch (try? ProcessControl.wait(for: pid)) ?? nil {
+        case .exited(let code): code << 8
+        case .signalled(let signal): signal
+        case nil: 0
+        }
         if text.hasPrefix("error ") { throw Failure(String(text.dropFirst(6))) }
         throw Failure("the tunnel process exited before the tunnel was up (wait status \(status)); see \(state.logPath(settings.name))")
     }
@@ -359,17 +368,12 @@ extension CommandLine {
         let gateway = try Engine(readOnly: true, namespace: try namespace(netns))
         let statePath = gateway.state.statePath(name)
         // Without inotify (or the directory, before any tunnel ran in this namespace) polling alone.
-        var events = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-        if events >= 0, inotify_add_watch(events, gateway.state.path, UInt32(IN_CREATE | IN_MOVED_TO | IN_DELETE)) < 0 {
-            close(events)
-            events = -1
-        }
-        defer { if events >= 0 { close(events) } }
-        var buffer = [UInt8](repeating: 0, count: 4096)
+        let events = try? DirectoryChanges(watching: gateway.state.path)
+        defer { events?.close() }
         var last: TunnelStatus?
         while true {
             // The events only say "look again": drained before looking, so none is lost in between.
-            if events >= 0 { while buffer.withUnsafeMutableBytes({ Glibc.read(events, $0.baseAddress, $0.count) }) > 0 {} }
+            events?.drain()
             var status = try gateway.status(of: name)
             // A held lock without a state file reads as connecting (an owner starting, before its first
             // record); after the tunnel was up it is the end of disconnecting. The owner's own stop never
@@ -380,13 +384,12 @@ extension CommandLine {
                 let seconds = Double(ProcessControl.monotonicSeconds())
                 // Written straight to the descriptor: a pipe reader sees each line as it happens.
                 let line = #"{"name":"\#(name)","status":"\#(status.rawValue)","monotonic":\#(seconds)}"# + "\n"
-                try? FileDescriptor(rawValue: STDOUT_FILENO).writeAll(Array(line.utf8))
+                try? FileDescriptor.standardOutput.writeAll(Array(line.utf8))
                 last = status
             }
             if status == .disconnected { return ExitCode.success }
-            if events >= 0 {
-                var fd = pollfd(fd: events, events: Int16(POLLIN), revents: 0)
-                _ = poll(&fd, 1, 20)
+            if let events {
+                _ = try? Poll.readable(events.descriptor, timeoutMilliseconds: 20)
             } else {
                 ProcessControl.sleep(seconds: 0.02)
             }
@@ -434,9 +437,7 @@ extension CommandLine {
 
     static func absolutePath(_ path: String) -> String {
         if path.hasPrefix("/") { return path }
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX))
-        guard getcwd(&buffer, buffer.count) != nil else { return path }
-        let cwd = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard let cwd = FileSystem.currentDirectory() else { return path }
         return cwd + "/" + path
     }
 }

@@ -1,3 +1,3 @@
-import Glibc
+import LinuxSystem
 
-exit(CommandLine.run(Array(CommandLine.arguments.dropFirst())))
+ProcessControl.exit(CommandLine.run(Array(CommandLine.arguments.dropFirst())))

@@ -19,15 +19,18 @@ final class DatagramBatchSegmentationTests: XCTestCase {
             let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
             XCTAssertGreaterThanOrEqual(fd, 0)
             var endpoint = Endpoint(address: .v4(IPv4Address(0x7F00_0001)), port: 0)
-            XCTAssertEqual(endpoint.withSockaddr { bind(fd, $0, $1) }, 0, "bind: \(errno)")
+            var address = sockaddr_storage()
+            let addressLength = withUnsafeMutableBytes(of: &address) { endpoint.store(to: $0.baseAddress!) }
+            let rc = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(addressLength)) } }
+            XCTAssertEqual(rc, 0, "bind: \(errno)")
             var bound = sockaddr_in()
             var length = socklen_t(MemoryLayout<sockaddr_in>.size)
             _ = withUnsafeMutablePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
             endpoint.port = UInt16(bigEndian: bound.sin_port)
             var timeout = timeval(tv_sec: 2, tv_usec: 0)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            XCTAssertEqual(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)), 0, "SO_RCVTIMEO: \(errno)")
             var size: Int32 = 4 << 20
-            setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, socklen_t(MemoryLayout<Int32>.size))
+            XCTAssertEqual(setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, socklen_t(MemoryLayout<Int32>.size)), 0, "SO_RCVBUFFORCE: \(errno)")
             receivers.append(fd)
             destinations.append(endpoint)
         }

@@ -47,7 +47,7 @@ final class EndpointTests: XCTestCase {
             withUnsafeMutableBytes(of: &sin6.sin6_addr) { $0.copyBytes(from: address) }
             raw.storeBytes(of: sin6, as: sockaddr_in6.self)
         }
-        return withUnsafePointer(to: &storage) { Endpoint($0) }
+        return withUnsafePointer(to: &storage) { Endpoint(socketAddress: $0) }
     }
 
     func testFromSockaddrIn6FoldsMappedAddresses() throws {
@@ -71,22 +71,20 @@ final class EndpointTests: XCTestCase {
             sin.sin_addr.s_addr = IPv4Address("198.51.100.7")!.value.bigEndian
             raw.storeBytes(of: sin, as: sockaddr_in.self)
         }
-        XCTAssertEqual(withUnsafePointer(to: &storage) { Endpoint($0) }, Endpoint("198.51.100.7:53"))
+        XCTAssertEqual(withUnsafePointer(to: &storage) { Endpoint(socketAddress: $0) }, Endpoint("198.51.100.7:53"))
         storage.ss_family = sa_family_t(AF_UNIX)
-        XCTAssertNil(withUnsafePointer(to: &storage) { Endpoint($0) })
+        XCTAssertNil(withUnsafePointer(to: &storage) { Endpoint(socketAddress: $0) })
     }
 
-    /// withSockaddr gives the kernel the right family, length, address and port.
+    /// store(to:) gives the kernel the right family, length, address and port.
     func testSockaddrRoundTrip() throws {
         for text in ["192.0.2.1:51820", "[2001:db8::1]:4500", "255.255.255.255:65535", "[::1]:1"] {
             let e = try XCTUnwrap(Endpoint(text))
             var storage = sockaddr_storage()
-            e.withSockaddr { address, length in
-                XCTAssertEqual(Int(length), e.family == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
-                XCTAssertEqual(Int32(address.pointee.sa_family), e.family)
-                withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: UnsafeRawBufferPointer(start: address, count: Int(length))) }
-            }
-            XCTAssertEqual(withUnsafePointer(to: &storage) { Endpoint($0) }, e, text)
+            let length = withUnsafeMutableBytes(of: &storage) { e.store(to: $0.baseAddress!) }
+            XCTAssertEqual(length, e.family == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
+            XCTAssertEqual(Int32(storage.ss_family), e.family)
+            XCTAssertEqual(withUnsafePointer(to: &storage) { Endpoint(socketAddress: $0) }, e, text)
         }
     }
 

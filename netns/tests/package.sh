@@ -106,7 +106,7 @@ for m in $modules; do
     "Sources/$m" ; true)
   spawns+=$'\n'
 done
-check_eq "the binary's modules start one program: Commands.swift's CTunnelgateShims_spawn_detached" \
+check_eq "the binary's modules start one program: Commands.swift's ProcessControl.spawnDetached" \
   "Sources/tunnelgate/Commands.swift" "$(printf '%s\n' "$spawns" | grep . | cut -d: -f1 | sort -u)"
 check_match "… and that program is tunnelgate itself (/proc/self/exe)" 'let executable = "/proc/self/exe"' \
   "$(cat "$TG_ROOT/Sources/tunnelgate/Commands.swift")"

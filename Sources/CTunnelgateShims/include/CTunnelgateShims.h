@@ -43,12 +43,6 @@ int CTunnelgateShims_termination_signalfd(void);
 /// Reads one pending signal from a signalfd: the signal number, 0 when none.
 int CTunnelgateShims_signalfd_read(int fd);
 
-/// Starts `path` with `argv` in a new session: stdin from /dev/null, stdout
-/// and stderr appended to `log_path` (created 0600), and `pass_fd` as
-/// descriptor 3. Returns 0 and the child's pid, or an errno value.
-int CTunnelgateShims_spawn_detached(const char *path, char *const argv[], int pass_fd,
-                                    const char *log_path, pid_t *pid);
-
 /// unshare(CLONE_NEWNET): moves the calling thread into a new, empty
 /// network namespace. 0, or -1 with errno set.
 int CTunnelgateShims_unshare_network(void);

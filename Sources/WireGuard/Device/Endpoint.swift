@@ -1,4 +1,4 @@
-import Glibc
+import LinuxSystem
 import TunnelgateSettings
 
 /// A UDP peer address held inline (no allocation per packet): where a
@@ -23,7 +23,7 @@ public struct Endpoint: Hashable, Sendable, CustomStringConvertible {
 
     /// Parses `IP:port` or `[IPv6]:port` (no host names: the UAPI takes literals). The port is
     /// 1...65535 in decimal digits only. An IPv4-mapped IPv6 address (`[::ffff:192.0.2.1]:51820`)
-    /// is folded to IPv4, as `init(_: UnsafePointer<sockaddr_storage>)` folds what the kernel
+    /// is folded to IPv4, as `init(_: IPSocketAddress)` folds what the kernel
     /// reports, so a peer has one identity and is reached on the IPv4 socket (the IPv6 one is
     /// IPV6_V6ONLY and cannot send to a mapped address).
     public init?(_ text: some StringProtocol) {
@@ -56,70 +56,41 @@ public struct Endpoint: Hashable, Sendable, CustomStringConvertible {
         return UInt16(text)
     }
 
-    /// The socket family this endpoint is reached on.
-    var family: Int32 { address.family == .ipv4 ? AF_INET : AF_INET6 }
+    /// The socket family this endpoint is reached on (AF_INET or AF_INET6).
+    var family: Int32 { socketAddress.family }
 
-    /// The address the kernel filled in `recvfrom`; an IPv4-mapped IPv6
-    /// address is folded to IPv4 so a peer has one identity.
-    init?(_ storage: UnsafePointer<sockaddr_storage>) {
-        switch Int32(storage.pointee.ss_family) {
-        case AF_INET:
-            let sin = UnsafeRawPointer(storage).load(as: sockaddr_in.self)
-            self.init(address: .v4(IPv4Address(UInt32(bigEndian: sin.sin_addr.s_addr))), port: UInt16(bigEndian: sin.sin_port))
-        case AF_INET6:
-            let sin6 = UnsafeRawPointer(storage).load(as: sockaddr_in6.self)
-            let (high, low) = withUnsafeBytes(of: sin6.sin6_addr) {
-                (UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
-                 UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
-            }
-            if high == 0, low >> 32 == 0xffff {
-                self.init(address: .v4(IPv4Address(UInt32(truncatingIfNeeded: low))), port: UInt16(bigEndian: sin6.sin6_port))
-            } else {
-                self.init(address: .v6(IPv6Address(high: high, low: low)), port: UInt16(bigEndian: sin6.sin6_port))
-            }
-        default:
-            return nil
+    /// This endpoint as the kernel takes it.
+    var socketAddress: IPSocketAddress {
+        switch address {
+        case .v4(let a): .v4(address: a.value, port: port)
+        case .v6(let a): .v6(high: a.high, low: a.low, port: port)
         }
     }
 
-    /// The address in the struct sockaddr_storage at `storage` (what recvmmsg filled); nil for
-    /// another family.
+    /// An address the kernel reported; an IPv4-mapped IPv6 address is folded to IPv4 so a peer has
+    /// one identity.
+    init(_ socketAddress: IPSocketAddress) {
+        switch socketAddress {
+        case .v4(let address, let port):
+            self.init(address: .v4(IPv4Address(address)), port: port)
+        case .v6(let high, let low, let port) where high == 0 && low >> 32 == 0xffff:
+            self.init(address: .v4(IPv4Address(UInt32(truncatingIfNeeded: low))), port: port)
+        case .v6(let high, let low, let port):
+            self.init(address: .v6(IPv6Address(high: high, low: low)), port: port)
+        }
+    }
+
+    /// The address in the struct sockaddr_storage at `storage` (what recvmmsg filled), folded as
+    /// `init(_: IPSocketAddress)` folds it; nil for another family.
     init?(socketAddress storage: UnsafeRawPointer) {
-        self.init(storage.assumingMemoryBound(to: sockaddr_storage.self))
+        guard let address = IPSocketAddress(loadingFrom: storage) else { return nil }
+        self.init(address)
     }
 
     /// Writes this endpoint as a struct sockaddr_in or sockaddr_in6 at `storage` (which has room for
     /// a sockaddr_storage); returns its length.
     func store(to storage: UnsafeMutableRawPointer) -> Int {
-        withSockaddr { address, length in
-            storage.copyMemory(from: address, byteCount: Int(length))
-            return Int(length)
-        }
-    }
-
-    /// Calls `body` with this endpoint as a `struct sockaddr`.
-    func withSockaddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
-        switch address {
-        case .v4(let a):
-            var sin = sockaddr_in()
-            sin.sin_family = sa_family_t(AF_INET)
-            sin.sin_port = port.bigEndian
-            sin.sin_addr.s_addr = a.value.bigEndian
-            return withUnsafePointer(to: &sin) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-        case .v6(let a):
-            var sin6 = sockaddr_in6()
-            sin6.sin6_family = sa_family_t(AF_INET6)
-            sin6.sin6_port = port.bigEndian
-            withUnsafeMutableBytes(of: &sin6.sin6_addr) {
-                $0.storeBytes(of: a.high.bigEndian, toByteOffset: 0, as: UInt64.self)
-                $0.storeBytes(of: a.low.bigEndian, toByteOffset: 8, as: UInt64.self)
-            }
-            return withUnsafePointer(to: &sin6) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
-            }
-        }
+        socketAddress.store(to: storage)
     }
 
     /// The bytes the cookie is computed over: the address then the port, big-endian.
