@@ -223,34 +223,9 @@ public final class NftablesSocket {
     func dump(type: UInt16, family: UInt16 = UInt16(NFPROTO_INET), flags: UInt16 = UInt16(NLM_F_DUMP),
               operation: String, prepare: (UnsafeMutablePointer<nlmsghdr>) -> Void,
               _ body: (UnsafeMutablePointer<nlmsghdr>) -> Void) throws(NftablesError) {
-        let seq = nextSequence()
-        let nlh = nftnl_nlmsg_build_hdr(buffer.assumingMemoryBound(to: CChar.self), type, family, flags, seq)!
-        prepare(nlh)
-        if mnl_socket_sendto(socket, buffer, Int(nlh.pointee.nlmsg_len)) < 0 {
-            throw NftablesError(operation: operation, errno: .current)
-        }
-        while true {
-            let received = mnl_socket_recvfrom(socket, receiveBuffer, bufferSize)
-            if received < 0 {
-                if Errno.current == .interrupted { continue }
-                throw NftablesError(operation: operation, errno: .current)
-            }
-            var remaining = Int32(received)
-            var msg = receiveBuffer.assumingMemoryBound(to: nlmsghdr.self)
-            while mnl_nlmsg_ok(msg, remaining) {
-                if msg.pointee.nlmsg_seq == seq {
-                    switch Int32(msg.pointee.nlmsg_type) {
-                    case NLMSG_DONE: return
-                    case NLMSG_ERROR:
-                        let err = mnl_nlmsg_get_payload(msg)!.assumingMemoryBound(to: nlmsgerr.self).pointee.error
-                        if err == 0 { return }
-                        throw NftablesError(operation: operation, errno: Errno(rawValue: -err))
-                    default: body(msg)
-                    }
-                }
-                msg = mnl_nlmsg_next(msg, &remaining)
-            }
-        }
+        try netfilterExchange(socket: socket, buffer: buffer, receiveBuffer: receiveBuffer, bufferSize: bufferSize,
+                              sequence: nextSequence(), type: type, family: family, flags: flags,
+                              operation: operation, prepare: prepare, body)
     }
 }
 
