@@ -51,7 +51,7 @@ let package = Package(
         // nftables over libnftnl: one inet table per tunnel, one atomic batch per change.
         .target(name: "Nftables", dependencies: ["CNftnl", "CMnl", "Netlink", "LinuxSystem", "TunnelgateSettings"]),
         // The TUN device, its virtio_net_hdr, and the writer of complete IP packets to it.
-        .target(name: "TUN", dependencies: ["CTunnelgateShims", "LinuxSystem"]),
+        .target(name: "TUN", dependencies: ["LinuxSystem"]),
         // What packet runtimes depend on: the runtime protocol, its context, state, errors and counters.
         .target(name: "RuntimeABI", dependencies: ["TUN", "LinuxSystem", "TunnelgateSettings"]),
         // The engine: plan -> journal -> apply -> verify -> repair -> teardown of kernel state (netlink,
