@@ -4,7 +4,8 @@ import NetworkExtension
 /// itself, by writing the reply to packetFlow. `ping` through the tunnel is answered by this provider.
 ///
 /// providerConfiguration (as NETunnelProviderManager saves it and hands it to the host) or the
-/// environment names the addresses:
+/// environment names the addresses (the provider's packet plane starts with an empty environment:
+/// these variables reach it only when the host passes them on, as the tests do):
 ///   address  the tunnel's own address (ECHO_ADDRESS, default 10.9.0.2/24 as "10.9.0.2")
 ///   routes   prefixes sent into the tunnel, "A.B.C.D/LEN" (ECHO_ROUTES, comma-separated, default 10.9.0.0/24)
 ///   remote   tunnelRemoteAddress (ECHO_REMOTE, default 198.18.0.10)
