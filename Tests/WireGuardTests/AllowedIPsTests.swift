@@ -125,4 +125,21 @@ final class AllowedIPsTests: XCTestCase {
             XCTAssertEqual(mislabelled.withUnsafeBytes { t.lookup(packet: $0, source: source) }, 1)
         }
     }
+
+    /// Removing one prefix (`allowed_ip=-PREFIX`) takes it from its own peer only; the lookup then
+    /// falls back to the next longest prefix.
+    func testRemovingOnePrefixTakesItFromItsOwnPeerOnly() {
+        var t = AllowedIPs()
+        t.insert(IPPrefix("10.0.0.0/8")!, peer: 1)
+        t.insert(IPPrefix("10.1.0.0/16")!, peer: 2)
+        t.insert(IPPrefix("fd00::/64")!, peer: 2)
+        t.remove(IPPrefix("10.1.0.0/16")!, peer: 1)
+        XCTAssertEqual(t.lookup(IPAddress("10.1.2.3")!), 2, "another peer's removal leaves it")
+        t.remove(IPPrefix("10.1.9.9/16")!, peer: 2)
+        XCTAssertEqual(t.lookup(IPAddress("10.1.2.3")!), 1, "gone: the /8 answers")
+        XCTAssertEqual(t.prefixes(of: 2), [IPPrefix("fd00::/64")!])
+        t.remove(IPPrefix("fd00::/64")!, peer: 2)
+        XCTAssertNil(t.lookup(IPAddress("fd00::1")!))
+        XCTAssertEqual(t.prefixes(of: 1), [IPPrefix("10.0.0.0/8")!])
+    }
 }

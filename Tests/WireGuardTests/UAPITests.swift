@@ -172,6 +172,24 @@ final class UAPITests: XCTestCase {
         XCTAssertEqual(c.peers[0].allowedIPs, [IPPrefix("10.1.0.0/16")!])
     }
 
+    /// `wg set wg0 peer X allowed-ips -10.1.0.0/16,+10.2.0.0/16` (wireguard-tools ≥ 1.0.20250521):
+    /// "-PREFIX" removes one prefix; the lines keep their order, host bits are masked.
+    func testAllowedIPRemovalKeepsTheOrderOfTheLines() throws {
+        let c = try XCTUnwrap(change("""
+            set=1
+            public_key=\(peerHex)
+            allowed_ip=-10.1.2.3/16
+            allowed_ip=10.2.0.0/16
+            allowed_ip=-2001:db8::/32
+            allowed_ip=10.1.0.0/16
+            """))
+        XCTAssertEqual(c.peers[0].allowedIPChanges, [
+            .remove(IPPrefix("10.1.0.0/16")!), .add(IPPrefix("10.2.0.0/16")!),
+            .remove(IPPrefix("2001:db8::/32")!), .add(IPPrefix("10.1.0.0/16")!),
+        ])
+        XCTAssertEqual(c.peers[0].allowedIPs, [IPPrefix("10.2.0.0/16")!, IPPrefix("10.1.0.0/16")!])
+    }
+
     /// An IPv4-mapped endpoint is folded to IPv4, as the device folds received sources.
     func testMappedEndpointIsFolded() throws {
         let c = try XCTUnwrap(change("set=1\npublic_key=\(peerHex)\nendpoint=[::ffff:192.0.2.9]:51820\n"))
@@ -201,8 +219,8 @@ final class UAPITests: XCTestCase {
             "persistent_keepalive_interval=65536", "persistent_keepalive_interval=-1", "persistent_keepalive_interval=",
             "persistent_keepalive_interval=25s",
             "allowed_ip=10.0.0.0/33", "allowed_ip=::/129", "allowed_ip=10.0.0.0", "allowed_ip=10.0.0.0/", "allowed_ip=10.0.0.0/08",
-            "allowed_ip=10.0.0.0/+8", "allowed_ip=010.0.0.0/8", "allowed_ip=fe80::/64%eth0", "allowed_ip=-10.0.0.0/8",
-            "allowed_ip=",
+            "allowed_ip=10.0.0.0/+8", "allowed_ip=010.0.0.0/8", "allowed_ip=fe80::/64%eth0",
+            "allowed_ip=", "allowed_ip=-", "allowed_ip=--10.0.0.0/8", "allowed_ip=-10.0.0.0/33", "allowed_ip=- 10.0.0.0/8",
             "remove=false", "update_only=yes", "replace_allowed_ips=TRUE",
             "protocol_version=2", "protocol_version=",
             "listen_port=1",                                               // an interface key inside a peer section

@@ -185,6 +185,23 @@ check_match "... C still listens on 51821 only" "51821" "$(in_c wg show "$TGW" l
 run in_c wg set "$TGW" fwmark 0x99
 check_rc_nonzero "wg set fwmark is refused"
 check_no_match "... and no socket carries it" "fwmark:0x99" "$(in_c ss -u -a -n -e)"
+# One prefix removed: `wg set … allowed-ips -PREFIX` (wireguard-tools ≥ 1.0.20250521; Debian's wg(8)
+# predates it) writes allowed_ip=-PREFIX, sent here as it would send it; host bits are masked, as
+# wireguard-go does.
+in_c wg set "$TGW" peer "$X_PUB" allowed-ips 10.71.0.0/24,10.73.0.0/24 >/dev/null 2>&1
+uapi_reply=$(python3 - "/var/run/wireguard/$TGW.sock" "$(echo "$X_PUB" | base64 -d | od -An -tx1 -v | tr -d ' \n')" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+s.connect(sys.argv[1])
+s.sendall(f"set=1\npublic_key={sys.argv[2]}\nallowed_ip=-10.71.0.9/24\n\n".encode())
+print(s.recv(4096).decode().strip())
+PY
+)
+check_eq "allowed_ip=-PREFIX is accepted" "errno=0" "$uapi_reply"
+x_allowed=$(in_c wg show "$TGW" allowed-ips | grep "$(re "$X_PUB")")
+check_no_match "... and removes that prefix" "10\.71\.0\.0/24" "$x_allowed"
+check_match "... leaving the other" "10\.73\.0\.0/24" "$x_allowed"
 run in_c wg set "$TGW" peer "$X_PUB" remove
 check_no_match "wg set removes it again" "$(re "$X_PUB")" "$(in_c wg show "$TGW" peers)"
 

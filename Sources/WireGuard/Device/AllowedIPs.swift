@@ -38,6 +38,16 @@ struct AllowedIPs {
         }
     }
 
+    /// Removes `prefix` if it is `peer`'s; another peer's prefix of that value stays (as
+    /// wireguard-go's and the kernel's removal of one allowed IP do).
+    mutating func remove(_ prefix: IPPrefix, peer: Int) {
+        let prefix = prefix.network
+        switch prefix.address {
+        case .v4(let a): v4.removeAll { $0.network == a.value && $0.length == prefix.length && $0.peer == peer }
+        case .v6(let a): v6.removeAll { $0.high == a.high && $0.low == a.low && $0.length == prefix.length && $0.peer == peer }
+        }
+    }
+
     mutating func removeAll(peer: Int) {
         v4.removeAll { $0.peer == peer }
         v6.removeAll { $0.peer == peer }

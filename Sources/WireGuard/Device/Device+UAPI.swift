@@ -51,7 +51,12 @@ extension WireGuardDevice {
             if let psk = p.presharedKey { peer.presharedKey = psk }
             if let endpoint = p.endpoint { peer.endpoint = endpoint }
             if p.replaceAllowedIPs { allowed.removeAll(peer: peer.id) }
-            for prefix in p.allowedIPs { allowed.insert(prefix, peer: peer.id) }
+            for change in p.allowedIPChanges {
+                switch change {
+                case .add(let prefix): allowed.insert(prefix, peer: peer.id)
+                case .remove(let prefix): allowed.remove(prefix, peer: peer.id)
+                }
+            }
             if let keepalive = p.persistentKeepalive {
                 let wasOff = peer.persistentKeepalive == 0
                 peer.persistentKeepalive = keepalive

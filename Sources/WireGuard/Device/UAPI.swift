@@ -42,10 +42,20 @@ enum UAPI {
         var presharedKey: SecretKey??    // .some(nil): remove it (all zero); in guarded memory
         var endpoint: Endpoint?
         var persistentKeepalive: UInt16?
-        /// Drop the peer's prefixes before adding `allowedIPs` (which then holds only the
+        /// Drop the peer's prefixes before applying `allowedIPChanges` (which then holds only the
         /// `allowed_ip` lines after the last `replace_allowed_ips`).
         var replaceAllowedIPs = false
-        var allowedIPs: [IPPrefix] = []
+        /// The `allowed_ip` lines in their order: PREFIX adds, -PREFIX removes (wg(8) ≥ 1.0.20250521).
+        var allowedIPChanges: [AllowedIPChange] = []
+        /// The prefixes added, in order.
+        var allowedIPs: [IPPrefix] { allowedIPChanges.compactMap { if case .add(let p) = $0 { p } else { nil } } }
+    }
+
+    /// One `allowed_ip` line.
+    enum AllowedIPChange: Equatable {
+        case add(IPPrefix)
+        /// Removes the prefix from this peer, if it is this peer's (another peer's prefix stays).
+        case remove(IPPrefix)
     }
 
     /// Parses one request: its lines up to (not including) the blank line.
@@ -87,9 +97,13 @@ enum UAPI {
                 case "replace_allowed_ips":
                     // Takes effect where it stands, as in wireguard-go: prefixes listed before it go too.
                     p.replaceAllowedIPs = try flag(value, key)
-                    p.allowedIPs.removeAll()
+                    p.allowedIPChanges.removeAll()
                 case "allowed_ip":
-                    p.allowedIPs.append(try allowedIP(value))
+                    if value.hasPrefix("-") {
+                        p.allowedIPChanges.append(.remove(try allowedIP(value.dropFirst())))
+                    } else {
+                        p.allowedIPChanges.append(.add(try allowedIP(value)))
+                    }
                 case "protocol_version":
                     guard value == "1" else { throw .invalid("protocol_version: only 1 exists") }
                 default:
@@ -119,14 +133,10 @@ enum UAPI {
         return .set(change)
     }
 
-    /// An `allowed_ip` value: ADDRESS/LENGTH, the length in decimal without leading zeros, as
-    /// netip.ParsePrefix takes it. Host bits are cleared, as wireguard-go's table does.
+    /// An `allowed_ip` value (after the "-" of a removal): ADDRESS/LENGTH, the length in decimal
+    /// without leading zeros, as netip.ParsePrefix takes it. Host bits are cleared, as wireguard-go's
+    /// table does.
     static func allowedIP(_ value: Substring) throws(Failure) -> IPPrefix {
-        if value.hasPrefix("-") {
-            // wg(8) since v1.0.20250521 sends "-PREFIX" to remove one prefix; the device has no
-            // removal yet, so it is refused rather than silently ignored.
-            throw .invalid("allowed_ip: removing a single prefix (-PREFIX) is not supported; use replace_allowed_ips")
-        }
         guard let slash = value.firstIndex(of: "/"),
               case let lengthText = value[value.index(after: slash)...],
               lengthText == "0" || !lengthText.hasPrefix("0"),
@@ -177,7 +187,12 @@ enum UAPI {
             if let endpoint = peer.endpoint { lines.append("endpoint=\(endpoint)") }
             if let interval = peer.persistentKeepalive { lines.append("persistent_keepalive_interval=\(interval)") }
             if peer.replaceAllowedIPs { lines.append("replace_allowed_ips=true") }
-            for prefix in peer.allowedIPs { lines.append("allowed_ip=\(prefix)") }
+            for change in peer.allowedIPChanges {
+                switch change {
+                case .add(let prefix): lines.append("allowed_ip=\(prefix)")
+                case .remove(let prefix): lines.append("allowed_ip=-\(prefix)")
+                }
+            }
         }
         return lines
     }
