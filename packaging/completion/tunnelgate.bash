@@ -8,7 +8,7 @@
 #   help                  subcommands
 # netns/tests/completion.sh checks the lists below against `tunnelgate help`.
 
-_tunnelgate_subcommands="validate plan up down status message metrics help"
+_tunnelgate_subcommands="validate plan up down status list message metrics help"
 
 # _tunnelgate_options SUBCOMMAND: the options `tunnelgate help SUBCOMMAND` lists.
 _tunnelgate_options() {
@@ -17,6 +17,7 @@ _tunnelgate_options() {
   up) echo "--netns --detach --restart" ;;
   down) echo "--netns" ;;
   status) echo "--netns --json --watch" ;;
+  list) echo "--json" ;;
   message) echo "--netns" ;;
   metrics) echo "--listen --allow-non-loopback --netns --all-namespaces" ;;
   esac
