@@ -26,7 +26,7 @@ enum Command: String, CaseIterable {
         case .validate: "tunnelgate validate CONFIG"
         case .plan: "tunnelgate plan CONFIG [--netns NS]"
         case .up: "tunnelgate up CONFIG [--netns NS] [--detach] [--restart POLICY]"
-        case .down: "tunnelgate down NAME [--netns NS]"
+        case .down: "tunnelgate down NAME [--netns NS] [--keep-kill-switch]"
         case .status: "tunnelgate status [NAME] [--netns NS] [--json]  |  tunnelgate status NAME [--netns NS] --watch"
         case .list: "tunnelgate list [--json]"
         case .message: "tunnelgate message NAME DATA [--netns NS]"
@@ -62,7 +62,7 @@ enum Command: String, CaseIterable {
             text += "\nARGUMENTS:\n  CONFIG          A configuration: a path, or a NAME (see below).\n\nOPTIONS:\n  --netns NS      Isolate mode: move the TUN into namespace NS (`ip netns add NS`)\n                  and configure it there; NS can then reach nothing but the tunnel,\n                  while tunnelgate and its carrier sockets stay here.\n  --detach        Return once the settings are applied and verified; the tunnel\n                  keeps running in the background until `tunnelgate down NAME`.\n  --restart POLICY\n                  What to do when the packet plane fails: never (the default),\n                  on-failure or on-failure:ATTEMPTS (start it again with the same\n                  TUN, at most ATTEMPTS times in a row, 5 by default). Overrides\n                  the configuration's restart.\n"
             text += "\nWithout --detach, runs until SIGINT, SIGTERM or `tunnelgate down NAME`, then\nremoves everything it created. Residue of a crashed run of the same name is\nremoved first. Under systemd (Type=notify) it sends READY=1 once the settings\nare applied and verified, STATUS= at every status change, STOPPING=1 when it\nstops, and WATCHDOG=1 from its event loop when WatchdogSec= is set.\n"
         case .down:
-            text += "\nARGUMENTS:\n  NAME            The tunnel (its interface name, `name` in the configuration).\n\nOPTIONS:\n  --netns NS      The tunnel was started with `up --netns NS`.\n"
+            text += "\nARGUMENTS:\n  NAME            The tunnel (its interface name, `name` in the configuration).\n\nOPTIONS:\n  --netns NS      The tunnel was started with `up --netns NS`.\n  --keep-kill-switch\n                  When its process died: remove everything but its kill switch\n                  (includeAllNetworks), which stays until the next `up` of NAME\n                  or `down` without this. The units' ExecStopPost= uses it.\n"
             text += "\nAsks the running tunnel to stop and waits until it has; if its process died,\nremoves what its journal records. Exits 1 when there is no such tunnel.\n"
         case .status:
             text += "\nARGUMENTS:\n  NAME            Only this tunnel.\n\nOPTIONS:\n  --netns NS      The tunnels put into namespace NS with `up --netns NS`.\n  --json          Machine-readable output.\n"
@@ -186,9 +186,10 @@ extension CommandLine {
             return try up(try ConfigurationName.resolve(config, command: command), netns: netns, detach: detach, readyFD: readyFD, restart: restart)
         case .down:
             let netns = try takeNamespace(&rest, command)
+            let keep = takeFlag(&rest, "--keep-kill-switch")
             let name = try takePositional(&rest, "NAME", command)
             try noMore(rest, command)
-            return try down(name, netns: netns)
+            return try down(name, netns: netns, keepKillSwitch: keep)
         case .message:
             let netns = try takeNamespace(&rest, command)
             let name = try takePositional(&rest, "NAME", command)

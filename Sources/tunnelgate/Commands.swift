@@ -320,11 +320,15 @@ extension CommandLine {
         throw Failure("the tunnel process exited before the tunnel was up (wait status \(status)); see \(state.logPath(settings.name))")
     }
 
-    static func down(_ name: String, netns: String?) throws -> Int32 {
+    static func down(_ name: String, netns: String?, keepKillSwitch: Bool) throws -> Int32 {
         if let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .down) }
         let gateway = try Engine(namespace: try namespace(netns))
-        try gateway.down(name)
-        print("\(name): down, everything removed")
+        try gateway.down(name, keepKillSwitch: keepKillSwitch)
+        if keepKillSwitch, gateway.hasKillSwitchInPlace(name) {
+            print("\(name): down, everything removed but its kill switch, which stays until `tunnelgate down \(name)` or the next `up`")
+        } else {
+            print("\(name): down, everything removed")
+        }
         return ExitCode.success
     }
 

@@ -15,7 +15,7 @@ _tunnelgate_options() {
   case $1 in
   plan) echo "--netns" ;;
   up) echo "--netns --detach --restart" ;;
-  down) echo "--netns" ;;
+  down) echo "--netns --keep-kill-switch" ;;
   status) echo "--netns --json --watch" ;;
   list) echo "--json" ;;
   message) echo "--netns" ;;
