@@ -134,12 +134,13 @@ check_eq "READY=1 still arrived once" 1 "$(count READY=1)"
 tg_stop_receiver
 
 # --- An abstract socket (@name, in C), and a start that fails: no READY=1 ----------------------------------
-bad=$(ldconfig -p | awk '/libmnl\.so\.0 .*x86-64/ { print $NF; exit }')
-[ -n "$bad" ] || bad=$(ldconfig -p | awk '/libmnl\.so\.0/ { print $NF; exit }')
+# libmnl: a real shared library (root's, under /usr) without the runtime ABI's symbols.
+bad=$(ldconfig -p | awk '/libmnl\.so\.0 / { print $NF; exit }')
+bad=$(readlink -f "${bad:-/nonexistent}")
 jq --arg lib "$bad" '.name = "tgsdbad" | .runtime = {"kind": "callback", "library": $lib}' "$cfg" >"$TG_TMP/bad.json"
 log=$TG_TMP/notify-bad.log
-start_receiver "@tgsd-$$-$RANDOM" "$log" "$NS_C"
-address=$(ps -o args= -p "$receiver_pid" | awk '{ print $3 }')
+address="@tgsd-$$-$RANDOM"
+start_receiver "$address" "$log" "$NS_C"
 tg_run ip netns exec "$NS_C" env NOTIFY_SOCKET="$address" WATCHDOG_USEC=1000000 "$TG" up "$TG_TMP/bad.json"
 check_rc_nonzero "up with a library that is not a runtime ($bad) fails"
 check_match "… saying why (the runtime's symbols)" 'symbol|tunnelgate_runtime|not a runtime' "$TG_ERR"
