@@ -42,20 +42,23 @@ public final class ServiceNotifier {
     }
 
     /// READY=1 with the status line: the settings are applied and verified.
-    public func ready(status line: String) {
+    public func ready(status text: String) {
+        let line = Self.oneLine(text)
         lastStatus = line
         send("READY=1\nSTATUS=\(line)")
     }
 
     /// STATUS=line, when it differs from the last one sent.
-    public func status(_ line: String) {
+    public func status(_ text: String) {
+        let line = Self.oneLine(text)
         guard line != lastStatus else { return }
         lastStatus = line
         send("STATUS=\(line)")
     }
 
     /// STOPPING=1 (and the status line): a stop has begun.
-    public func stopping(status line: String) {
+    public func stopping(status text: String) {
+        let line = Self.oneLine(text)
         lastStatus = line
         send("STOPPING=1\nSTATUS=\(line)")
     }
@@ -70,6 +73,11 @@ public final class ServiceNotifier {
         guard let watchdogInterval, now >= nextWatchdog else { return }
         nextWatchdog = now + watchdogInterval
         send("WATCHDOG=1")
+    }
+
+    /// A status on one line: a newline would start another assignment of the message.
+    static func oneLine(_ text: String) -> String {
+        String(text.map { $0.isNewline ? " " : $0 })
     }
 
     private func send(_ text: String) {
