@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # systemd-unit: the packaged units run a tunnel under a real systemd (PID 1 of a booted Debian 12
 # container) with all their hardening: up, stop (ExecStop), a SIGKILL (ExecStopPost removes the residue,
-# Restart= brings it back), isolate mode (tunnelgate-netns@), and the main process's capabilities,
-# no_new_privs and read-only /usr as the unit says.
+# Restart= brings it back), isolate mode (tunnelgate-netns@), the main process's capabilities,
+# no_new_privs and read-only /usr as the unit says, and with includeAllNetworks a SIGKILL whose
+# ExecStopPost= (down --keep-kill-switch) keeps the kill switch while removing the rest.
 #
 #   this machine
 #   └─ systemd-nspawn -b --private-network   ROOT: mmdebstrap bookworm + systemd, dbus, iproute2,
