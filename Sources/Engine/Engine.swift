@@ -662,7 +662,7 @@ public final class Engine {
 
     /// `down`'s cleanup under the name's lock: the residue goes, the record says disconnected until the
     /// lock is released, and goes then (as when an owner stops) — unless a new owner has written its own.
-    private func removeResidueAndRelease(_ name: String, lock: FileLock) throws(EngineError) {
+    private func removeResidueAndRelease(_ name: String, lock: FileLock, keepKillSwitch: Bool) throws(EngineError) {
         defer {
             lock.releaseAndRemove()
             let path = state.statePath(name)
@@ -670,7 +670,7 @@ public final class Engine {
                 FileSystem.remove(path)
             }
         }
-        try removeResidue(name, keepRecord: true)
+        try removeResidue(name, keepFirewall: keepKillSwitch, keepRecord: true)
     }
 
     // MARK: - Down
@@ -678,7 +678,11 @@ public final class Engine {
     /// Stops the tunnel `name`: asks its owner to stop (SIGTERM) and waits for
     /// it; if the owner is dead or does not stop within `timeout`, removes
     /// the tunnel from the journal itself. Returns when nothing is left.
-    public func down(_ name: String, timeout: Double = 10) throws(EngineError) {
+    ///
+    /// `keepKillSwitch`: a dead run's kill switch (its nftables table) stays, journaled, with everything
+    /// else removed, until a later `up` of the name replaces it or `down` without it removes it. A live
+    /// owner asked to stop still removes everything itself (a clean stop).
+    public func down(_ name: String, timeout: Double = 10, keepKillSwitch: Bool = false) throws(EngineError) {
         let lockPath = state.lockPath(name)
         let statePath = state.statePath(name)
         let journalPath = state.journalPath(name)
@@ -688,23 +692,23 @@ public final class Engine {
                     lock.releaseAndRemove()
                     throw EngineError.notFound(name)
                 }
-                return try removeResidueAndRelease(name, lock: lock)
+                return try removeResidueAndRelease(name, lock: lock, keepKillSwitch: keepKillSwitch)
             }
             guard let record = TunnelRecord.read(from: statePath) else {
                 // An owner is starting and has not written its record yet.
                 guard let lock = try system({ () throws(SystemCallError) in try FileLock.acquire(lockPath, timeout: timeout) }) else { throw EngineError.notFound(name) }
                 lock.release()
-                return try down(name, timeout: timeout)
+                return try down(name, timeout: timeout, keepKillSwitch: keepKillSwitch)
             }
             try? ProcessControl.signal(record.pid, Signal.terminate)
             if let lock = try system({ () throws(SystemCallError) in try FileLock.acquire(lockPath, timeout: timeout) }) {
-                return try removeResidueAndRelease(name, lock: lock)
+                return try removeResidueAndRelease(name, lock: lock, keepKillSwitch: keepKillSwitch)
             }
             try? ProcessControl.signal(record.pid, Signal.kill)
             guard let lock = try system({ () throws(SystemCallError) in try FileLock.acquire(lockPath, timeout: 2) }) else {
                 throw EngineError.stopTimeout(name: name, pid: record.pid)
             }
-            try removeResidueAndRelease(name, lock: lock)
+            try removeResidueAndRelease(name, lock: lock, keepKillSwitch: keepKillSwitch)
         }
     }
 }

@@ -194,6 +194,9 @@ public final class TunnelSession {
     private var providerStarted = false
     /// An end the loop returns at its next turn (one reached while an app message waited).
     private var pendingEnd: End?
+    /// The service manager (systemd's Type=notify), told of every status change, pinged by the loop's
+    /// watchdog and told when a stop begins; READY=1 is the caller's (`tunnelgate up`, once verified).
+    public var notifier: ServiceNotifier?
 
     /// A session for a configuration (`tunnelgate up`).
     public convenience init(engine: Engine, settings: TunnelSettings, package: PlanePackage, user: PlaneUser,
@@ -369,6 +372,23 @@ public final class TunnelSession {
             + "packet plane uid \(user.uid)\(runtime))"
     }
 
+    /// The service manager's STATUS= line: the summary, and why when the tunnel is reasserting after a
+    /// plane failure or failed closed.
+    public var statusLine: String {
+        switch state {
+        case .restarting(_, let attempt, _, let reason): "\(summary); restarting the packet plane (attempt \(attempt)) after: \(reason)"
+        case .failedClosed(_, let reason): "\(summary); \(reason); the kill switch stays until `tunnelgate down`"
+        default: summary
+        }
+    }
+
+    /// The notifier's share of a turn of the loop: STATUS= when the status changed, WATCHDOG=1 when due.
+    private func notifyTurn(now: Double) {
+        guard let notifier else { return }
+        notifier.status(statusLine)
+        notifier.watchdogIfDue(now: now)
+    }
+
     // MARK: - The loop
 
     /// Runs until a termination signal, `stop` on the control socket, the runtime's failure (after the
@@ -379,6 +399,7 @@ public final class TunnelSession {
         while true {
             if let end = pendingEnd { pendingEnd = nil; return end }
             let now = ProcessControl.monotonicSeconds()
+            notifyTurn(now: now)
             var set = PollSet()
             set.add(signals, .readable)
             let controlIndex = control.map { set.add(FileDescriptor(rawValue: $0.descriptor), .readable) }
@@ -390,6 +411,7 @@ public final class TunnelSession {
             if let monitor, monitor.timeoutMilliseconds() >= 0 { timeout = min(timeout, Double(monitor.timeoutMilliseconds()) / 1000) }
             if case .restarting(_, _, let at, _) = state { timeout = min(timeout, at - now) }
             if let plane { timeout = min(timeout, plane.lastHeard + PlaneProcess.silenceLimit - now) }
+            if let due = notifier?.secondsUntilWatchdog(now: now) { timeout = min(timeout, due) }
             _ = try? set.wait(timeoutMilliseconds: Int32(max(0, min(timeout, 1)) * 1000))
 
             if set.events(at: 0).contains(.readable) {
@@ -688,6 +710,7 @@ public final class TunnelSession {
     public func stop(keepKillSwitch: Bool = false, providerReason: Int = 1) throws(EngineError) -> String {
         let tunnel = self.tunnel
         tunnel?.publish(status: .disconnecting)
+        notifier?.stopping(status: "\(tunnel?.plan.interfaceName ?? settings?.name ?? provider?.interfaceName ?? ""): disconnecting")
         if let plane {
             if provider != nil, plane.exitStatus == nil {
                 try? plane.send(.stopTunnel(reason: providerReason))

@@ -19,15 +19,16 @@ struct UsageError: Error {
 }
 
 enum Command: String, CaseIterable {
-    case validate, plan, up, down, status, message, metrics, help
+    case validate, plan, up, down, status, list, message, metrics, help
 
     var usage: String {
         switch self {
         case .validate: "tunnelgate validate CONFIG"
         case .plan: "tunnelgate plan CONFIG [--netns NS]"
         case .up: "tunnelgate up CONFIG [--netns NS] [--detach] [--restart POLICY]"
-        case .down: "tunnelgate down NAME [--netns NS]"
+        case .down: "tunnelgate down NAME [--netns NS] [--keep-kill-switch]"
         case .status: "tunnelgate status [NAME] [--netns NS] [--json]  |  tunnelgate status NAME [--netns NS] --watch"
+        case .list: "tunnelgate list [--json]"
         case .message: "tunnelgate message NAME DATA [--netns NS]"
         case .metrics: "tunnelgate metrics [--listen ADDR:PORT] [--allow-non-loopback] [--netns NS]... [--all-namespaces]"
         case .help: "tunnelgate help [SUBCOMMAND]"
@@ -41,6 +42,7 @@ enum Command: String, CaseIterable {
         case .up: "Apply a configuration, verify it, and keep the tunnel up."
         case .down: "Stop a tunnel and remove everything it created (also after a crash)."
         case .status: "Show tunnels of this network namespace: state, interface, routes, counters, the runtime's own status."
+        case .list: "List the configured tunnels and the running tunnels of every network namespace."
         case .message: "Send DATA to the tunnel's runtime (app_message) and print its reply."
         case .metrics: "Serve the tunnels' state and counters as Prometheus metrics over HTTP."
         case .help: "Show help for a subcommand."
@@ -51,16 +53,16 @@ enum Command: String, CaseIterable {
         var text = "OVERVIEW: \(summary)\n\nUSAGE: \(usage)\n"
         switch self {
         case .validate:
-            text += "\nARGUMENTS:\n  CONFIG          A JSON configuration (see docs/configuration.md).\n"
+            text += "\nARGUMENTS:\n  CONFIG          A configuration: a path, or a NAME (see below).\n"
             text += "\nExits 0 when the configuration is valid and its host names resolve; otherwise\nprints one line per problem (`key.path: reason`) and exits 1.\n"
         case .plan:
-            text += "\nARGUMENTS:\n  CONFIG          A JSON configuration.\n"
+            text += "\nARGUMENTS:\n  CONFIG          A configuration: a path, or a NAME (see `tunnelgate help up`).\n"
             text += "\nPrints the TUN, link settings, addresses, routes (table T) and policy rules in\nip(8) words. Reads the kernel to choose a free table; changes nothing.\n"
         case .up:
-            text += "\nARGUMENTS:\n  CONFIG          A JSON configuration.\n\nOPTIONS:\n  --netns NS      Isolate mode: move the TUN into namespace NS (`ip netns add NS`)\n                  and configure it there; NS can then reach nothing but the tunnel,\n                  while tunnelgate and its carrier sockets stay here.\n  --detach        Return once the settings are applied and verified; the tunnel\n                  keeps running in the background until `tunnelgate down NAME`.\n  --restart POLICY\n                  What to do when the packet plane fails: never (the default),\n                  on-failure or on-failure:ATTEMPTS (start it again with the same\n                  TUN, at most ATTEMPTS times in a row, 5 by default). Overrides\n                  the configuration's restart.\n"
-            text += "\nWithout --detach, runs until SIGINT, SIGTERM or `tunnelgate down NAME`, then\nremoves everything it created. Residue of a crashed run of the same name is\nremoved first.\n"
+            text += "\nARGUMENTS:\n  CONFIG          A configuration: a path, or a NAME (see below).\n\nOPTIONS:\n  --netns NS      Isolate mode: move the TUN into namespace NS (`ip netns add NS`)\n                  and configure it there; NS can then reach nothing but the tunnel,\n                  while tunnelgate and its carrier sockets stay here.\n  --detach        Return once the settings are applied and verified; the tunnel\n                  keeps running in the background until `tunnelgate down NAME`.\n  --restart POLICY\n                  What to do when the packet plane fails: never (the default),\n                  on-failure or on-failure:ATTEMPTS (start it again with the same\n                  TUN, at most ATTEMPTS times in a row, 5 by default). Overrides\n                  the configuration's restart.\n"
+            text += "\nWithout --detach, runs until SIGINT, SIGTERM or `tunnelgate down NAME`, then\nremoves everything it created. Residue of a crashed run of the same name is\nremoved first. Under systemd (Type=notify) it sends READY=1 once the settings\nare applied and verified, STATUS= at every status change, STOPPING=1 when it\nstops, and WATCHDOG=1 from its event loop when WatchdogSec= is set.\n"
         case .down:
-            text += "\nARGUMENTS:\n  NAME            The tunnel (its interface name, `name` in the configuration).\n\nOPTIONS:\n  --netns NS      The tunnel was started with `up --netns NS`.\n"
+            text += "\nARGUMENTS:\n  NAME            The tunnel (its interface name, `name` in the configuration).\n\nOPTIONS:\n  --netns NS      The tunnel was started with `up --netns NS`.\n  --keep-kill-switch\n                  When its process died: remove everything but its kill switch\n                  (includeAllNetworks), which stays until the next `up` of NAME\n                  or `down` without this. The units' ExecStopPost= uses it.\n"
             text += "\nAsks the running tunnel to stop and waits until it has; if its process died,\nremoves what its journal records. Exits 1 when there is no such tunnel.\n"
         case .status:
             text += "\nARGUMENTS:\n  NAME            Only this tunnel.\n\nOPTIONS:\n  --netns NS      The tunnels put into namespace NS with `up --netns NS`.\n  --json          Machine-readable output.\n"
@@ -69,15 +71,30 @@ enum Command: String, CaseIterable {
         case .message:
             text += "\nARGUMENTS:\n  NAME            A running tunnel.\n  DATA            The message (its UTF-8 bytes).\n\nOPTIONS:\n  --netns NS      The tunnel was started with `up --netns NS`.\n"
             text += "\nThe equivalent of sendProviderMessage: DATA goes through the tunnel's control\nsocket to the runtime's app_message; its reply is printed.\n"
+        case .list:
+            text += "\nOPTIONS:\n  --json          Machine-readable output.\n"
+            text += "\nConfigured: the names in /etc/tunnelgate (NAME.json, NAME.conf) and\n/etc/wireguard (NAME.conf), with the namespaces each runs in. Running: the\ntunnels of this namespace and of every named namespace (/run/netns) with\ntunnel state, also those put there with `up --netns NS`. Changes nothing.\n"
         case .metrics:
             text += metricsHelpText
         case .help:
             break
         }
+        if self == .validate || self == .plan || self == .up { text += configurationNameHelp }
         text += "\nRun inside a network namespace with `ip netns exec NS tunnelgate …`.\n"
         return text
     }
 }
+
+/// How CONFIG is found, for validate, plan and up.
+let configurationNameHelp = """
+
+CONFIG is a path when it has a '/' or ends in .json or .conf. Otherwise it is a
+NAME (an interface name) looked up, as wg-quick does, in
+/etc/tunnelgate/NAME.json, /etc/tunnelgate/NAME.conf and /etc/wireguard/NAME.conf;
+when more than one exists it is refused, naming them. `tunnelgate list` shows
+the configured names.
+
+"""
 
 let overview = """
 OVERVIEW: Apply NetworkExtension packet-tunnel settings on Linux.
@@ -148,14 +165,14 @@ extension CommandLine {
             print(sub.help, terminator: "")
             return ExitCode.success
         case .validate:
-            let path = try takePositional(&rest, "CONFIG", command)
+            let config = try takePositional(&rest, "CONFIG", command)
             try noMore(rest, command)
-            return try validate(path)
+            return try validate(try ConfigurationName.resolve(config, command: command))
         case .plan:
             let netns = try takeNamespace(&rest, command)
-            let path = try takePositional(&rest, "CONFIG", command)
+            let config = try takePositional(&rest, "CONFIG", command)
             try noMore(rest, command)
-            return try plan(path, netns: netns)
+            return try plan(try ConfigurationName.resolve(config, command: command), netns: netns)
         case .up:
             let netns = try takeNamespace(&rest, command)
             let detach = takeFlag(&rest, "--detach")
@@ -164,14 +181,15 @@ extension CommandLine {
                 guard let fd = Int32(value), fd > 2 else { throw UsageError(message: "--ready-fd takes a descriptor number", command: command) }
                 return fd
             }
-            let path = try takePositional(&rest, "CONFIG", command)
+            let config = try takePositional(&rest, "CONFIG", command)
             try noMore(rest, command)
-            return try up(path, netns: netns, detach: detach, readyFD: readyFD, restart: restart)
+            return try up(try ConfigurationName.resolve(config, command: command), netns: netns, detach: detach, readyFD: readyFD, restart: restart)
         case .down:
             let netns = try takeNamespace(&rest, command)
+            let keep = takeFlag(&rest, "--keep-kill-switch")
             let name = try takePositional(&rest, "NAME", command)
             try noMore(rest, command)
-            return try down(name, netns: netns)
+            return try down(name, netns: netns, keepKillSwitch: keep)
         case .message:
             let netns = try takeNamespace(&rest, command)
             let name = try takePositional(&rest, "NAME", command)
@@ -180,6 +198,10 @@ extension CommandLine {
             return try message(name, data, netns: netns)
         case .metrics:
             return try metrics(&rest)
+        case .list:
+            let json = takeFlag(&rest, "--json")
+            try noMore(rest, command)
+            return try list(json: json)
         case .status:
             let netns = try takeNamespace(&rest, command)
             let json = takeFlag(&rest, "--json")

@@ -134,6 +134,9 @@ extension CommandLine {
     static func up(_ path: String, netns: String?, detach: Bool, readyFD: Int32?, restart: String? = nil) throws -> Int32 {
         // Validate in the caller's process so that errors reach the terminal
         // directly and nothing is started for a bad configuration.
+        // NOTIFY_SOCKET and WATCHDOG_* are this process's alone: removed from the environment before
+        // anything is started (the packet plane, a detached `up`), and used only by a foreground `up`.
+        let notifier = ServiceNotifier.fromEnvironment(log: { printError("tunnelgate: \($0)") })
         var settings = try loadSettings(path)
         if let restart {
             guard let r = RestartSettings.parse(restart) else {
@@ -155,14 +158,15 @@ extension CommandLine {
             return Failure(message)
         }
         // The settings go on without this frame's copy: their keys are released once handed to the plane.
-        return try upWithPlane(consume settings, path: path, isolated: isolated, ready: ready, fail: fail)
+        return try upWithPlane(consume settings, path: path, isolated: isolated, ready: ready,
+                               notifier: detach || ready != nil ? nil : notifier, fail: fail)
     }
 
     /// `up` with the runtime in a packet plane: the unprivileged, sandboxed process that hosts it
     /// (docs/architecture.md, Processes). This process is the engine: it applies the settings, watches
     /// and repairs them, serves the control socket and publishes the status; the plane moves packets.
     static func upWithPlane(_ original: consuming TunnelSettings, path: String, isolated: NetworkNamespace?, ready: FileDescriptor?,
-                            fail: (String) -> Failure) throws -> Int32 {
+                            notifier: ServiceNotifier?, fail: (String) -> Failure) throws -> Int32 {
         var settings = consume original
         // The engine keeps only the capabilities it needs (TunnelSession.engineCapabilities).
         do { try ProcessControl.keepOnly(TunnelSession.engineCapabilities) } catch { throw fail(error.description) }
@@ -192,6 +196,8 @@ extension CommandLine {
         let session = TunnelSession(engine: engine, settings: settings, package: package, user: user,
                                     restart: restartPolicy(settings.restart), planeLog: FileDescriptor(rawValue: 2),
                                     log: { printError("tunnelgate: \($0)") })
+        session.notifier = notifier
+        notifier?.status("\(settings.name): connecting (loading the runtime, applying the settings)")
         // The runtime is loaded in the plane (library, symbols, secret) before the kernel is touched.
         do { try session.prepare() } catch {
             _ = try? session.stop()
@@ -220,6 +226,8 @@ extension CommandLine {
             let note = (try? session.stop(keepKillSwitch: true)) ?? "\n(removing the tunnel failed too: run `tunnelgate down \(name)`)"
             throw ended("\(error)" + note)
         }
+        // Applied and verified (Engine.up), the runtime ready, the control socket served.
+        notifier?.ready(status: session.statusLine)
         if let ready {
             try? ready.writeAll(Array(("ready " + session.summary).utf8))
             ready.close()
@@ -312,11 +320,15 @@ extension CommandLine {
         throw Failure("the tunnel process exited before the tunnel was up (wait status \(status)); see \(state.logPath(settings.name))")
     }
 
-    static func down(_ name: String, netns: String?) throws -> Int32 {
+    static func down(_ name: String, netns: String?, keepKillSwitch: Bool) throws -> Int32 {
         if let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .down) }
         let gateway = try Engine(namespace: try namespace(netns))
-        try gateway.down(name)
-        print("\(name): down, everything removed")
+        try gateway.down(name, keepKillSwitch: keepKillSwitch)
+        if keepKillSwitch, gateway.hasKillSwitchInPlace(name) {
+            print("\(name): down, everything removed but its kill switch, which stays until `tunnelgate down \(name)` or the next `up`")
+        } else {
+            print("\(name): down, everything removed")
+        }
         return ExitCode.success
     }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # systemd-unit: the packaged units run a tunnel under a real systemd (PID 1 of a booted Debian 12
 # container) with all their hardening: up, stop (ExecStop), a SIGKILL (ExecStopPost removes the residue,
-# Restart= brings it back), isolate mode (tunnelgate-netns@), and the main process's capabilities,
-# no_new_privs and read-only /usr as the unit says.
+# Restart= brings it back), isolate mode (tunnelgate-netns@), the main process's capabilities,
+# no_new_privs and read-only /usr as the unit says, and with includeAllNetworks a SIGKILL whose
+# ExecStopPost= (down --keep-kill-switch) keeps the kill switch while removing the rest.
 #
 #   this machine
 #   └─ systemd-nspawn -b --private-network   ROOT: mmdebstrap bookworm + systemd, dbus, iproute2,
@@ -13,9 +14,11 @@
 #      │  └─ tunnelgate-netns@box.service  → TUN box in namespace "box" (ip netns add box)
 #      └─ commands enter it with nsenter; kernel state is read with ip/nft in its namespaces
 #
-# The units run `tunnelgate up NAME` as Type=notify; until the binary finds NAME in /etc/tunnelgate and
-# sends READY=1 (issue 14), a drop-in here points ExecStart= at the file and sets Type=exec. Everything
-# else (capabilities, sandbox, ExecStop=, ExecStopPost=, Restart=) is the unit as shipped.
+# The units run as shipped: `tunnelgate up NAME` (found in /etc/tunnelgate) as Type=notify, so
+# `systemctl start` returns once READY=1 came, i.e. once the tunnel is applied and verified; STATUS= is
+# the unit's status text; WatchdogSec= is met by WATCHDOG=1 from the event loop (a SIGSTOPped engine is
+# killed for it); the names `up NAME` finds and refuses, and `tunnelgate list`, are checked in the root.
+# Only RestartSec= is shortened (and a test instance gets a short WatchdogSec=) by drop-ins.
 # Bounded: every wait polls with a timeout; the container is powered off (then killed) in the trap.
 set -uo pipefail
 # shellcheck source=netns/lib.sh
@@ -101,23 +104,14 @@ jq '.dnsSettings = {"servers": ["10.8.0.1"], "searchDomains": ["tunnel.example"]
 printf 'nameserver 192.168.231.1\n' >"$ROOT/etc/resolv.conf"
 resolv_before=$(cat "$ROOT/etc/resolv.conf")
 write_config box
-# The drop-ins for today's binary (see the top): the file instead of NAME, and no READY=1 to wait for.
-for unit in tunnelgate@ tunnelgate-netns@; do
-  mkdir -p "$ROOT/etc/systemd/system/$unit.service.d"
-  extra=""
-  [ "$unit" = tunnelgate-netns@ ] && extra=' --netns ${TUNNELGATE_NETNS}'
-  cat >"$ROOT/etc/systemd/system/$unit.service.d/test-today.conf" <<EOF
-[Service]
-Type=exec
-ExecStart=
-ExecStart=/usr/sbin/tunnelgate up /etc/tunnelgate/%i.json$extra
-EOF
-done
+mkdir -p "$ROOT/etc/systemd/system/tunnelgate@.service.d" "$ROOT/etc/wireguard"
 # A short restart delay keeps the test quick; the shipped 5 s is checked from the unit file below.
 check_match "the shipped unit restarts on failure after 5 s" '^RestartSec=5s$' "$(cat "$ROOT/usr/lib/systemd/system/tunnelgate@.service")"
-cat >>"$ROOT/etc/systemd/system/tunnelgate@.service.d/test-today.conf" <<EOF
-RestartSec=1s
-EOF
+for unit in tunnelgate@ tunnelgate-netns@; do
+  check_match "the shipped $unit.service sets a watchdog (WatchdogSec=)" '^WatchdogSec=[0-9]+s$' \
+    "$(cat "$ROOT/usr/lib/systemd/system/$unit.service")"
+done
+printf '[Service]\nRestartSec=1s\n' >"$ROOT/etc/systemd/system/tunnelgate@.service.d/test-restart.conf"
 
 # --- Boot ---------------------------------------------------------------------------------------------
 # --resolv-conf=off: the root's own /etc/resolv.conf, not one nspawn mounts over it.
@@ -173,7 +167,37 @@ tg_snapshot_ct "$before"
 # --- tunnelgate@tg0: up ----------------------------------------------------------------------------------
 tg_run in_ct systemctl start tunnelgate@tg0
 check_rc "systemctl start tunnelgate@tg0" 0
+# Type=notify: start returned after READY=1, so the tunnel is complete now, without waiting.
+check "as soon as systemctl start returns (READY=1 came), tg0 is connected" tunnel_connected tg0
+check_match "… and its default route is in place" ' dev tg0 ' "$(ct_ip route get 198.19.77.1 2>&1)"
+check_match "the unit's status text is tunnelgate's STATUS= (connected, the summary)" '^tg0: connected \(table [0-9]+, ' \
+  "$(in_ct systemctl show -P StatusText tunnelgate@tg0)"
 wait_for "tunnelgate status tg0 says connected" 15 tunnel_connected tg0
+# Named configurations, in the root's own /etc.
+tg_run in_ct tunnelgate validate tg0
+check_rc "tunnelgate validate tg0 (the name) exits 0" 0
+check_match "… having read /etc/tunnelgate/tg0.json" '^/etc/tunnelgate/tg0\.json: valid: tunnel tg0' "$TG_OUT"
+: >"$ROOT/etc/tunnelgate/dup0.json"
+: >"$ROOT/etc/wireguard/dup0.conf"
+tg_run in_ct tunnelgate up dup0
+check_rc "tunnelgate up dup0, configured twice, is refused" 1
+check_eq "… in one line naming both files" \
+  "Error: the name dup0 is configured twice: /etc/tunnelgate/dup0.json and /etc/wireguard/dup0.conf; remove one or give the file's path" "$TG_ERR"
+tg_run in_ct tunnelgate plan nosuch0
+check_rc "tunnelgate plan nosuch0 (no such name) fails" 1
+check_eq "… in one line naming the files looked for" \
+  "Error: no configuration named nosuch0: looked for /etc/tunnelgate/nosuch0.json, /etc/tunnelgate/nosuch0.conf, /etc/wireguard/nosuch0.conf" "$TG_ERR"
+tg_run in_ct tunnelgate up 'bad:name'
+check_rc "tunnelgate up 'bad:name' (not an interface name) is a usage error" 64
+check_match "… saying why" "^Error: CONFIG 'bad:name' is neither a path .* nor a tunnel name: .*':'" "$TG_ERR"
+rm -f "$ROOT/etc/tunnelgate/dup0.json" "$ROOT/etc/wireguard/dup0.conf"
+tg_run in_ct tunnelgate list
+check_match "tunnelgate list: tg0 is configured in /etc/tunnelgate/tg0.json and running here" \
+  '^  tg0 +/etc/tunnelgate/tg0\.json; running in this namespace$' "$TG_OUT"
+check_match "… box is configured and not running" '^  box +/etc/tunnelgate/box\.json; not running$' "$TG_OUT"
+check_match "… and the running tunnels list tg0 connected" '^  tg0 +this namespace: connected \(pid [0-9]+\)$' "$TG_OUT"
+check_eq "tunnelgate list --json: tg0 runs in this namespace" '[""]' \
+  "$(in_ct tunnelgate list --json | jq -c '.configured[] | select(.name == "tg0") | .runningIn')"
 check "the TUN tg0 exists in the container's namespace" ct_ip link show tg0
 check_match "the lookup of an outside address goes through tg0" ' dev tg0 ' "$(ct_ip route get 198.19.77.1 2>&1)"
 check_match "the tunnel's DNS server is in the container's /etc/resolv.conf (written under ProtectSystem=strict)" \
@@ -240,6 +264,8 @@ tg_run in_ct systemctl start tunnelgate-netns@box
 check_rc "systemctl start tunnelgate-netns@box" 0
 box_connected() { in_ct tunnelgate status box --netns box --json 2>&1 | grep '"status" : "connected"'; }
 wait_for "tunnelgate status box --netns box says connected" 15 box_connected
+check_eq "tunnelgate list: box runs in namespace box" '["box"]' \
+  "$(in_ct tunnelgate list --json | jq -c '.configured[] | select(.name == "box") | .runningIn')"
 check "the TUN box is in namespace box" in_ct ip -n box link show box
 check_fails "… and not in the container's own namespace" ct_ip link show box
 pid=$(main_pid tunnelgate-netns@box)
@@ -252,7 +278,27 @@ check_eq "namespace box has only lo left" "lo" "$(in_ct ip -n box -o link show |
 
 check_eq "no tunnelgate unit failed" "" "$(in_ct systemctl list-units --failed --no-legend 'tunnelgate*' 2>&1)"
 
-# --- A kill switch and a crash: what ExecStopPost= does, and the drop-in that keeps it (docs/packaging.md)
+# --- The watchdog: WATCHDOG=1 from the event loop; a stopped engine is killed for its silence -----------
+write_config wd0
+mkdir -p "$ROOT/etc/systemd/system/tunnelgate@wd0.service.d"
+printf '[Service]\nWatchdogSec=2s\nTimeoutAbortSec=3s\nRestart=no\n' >"$ROOT/etc/systemd/system/tunnelgate@wd0.service.d/test-watchdog.conf"
+in_ct systemctl daemon-reload
+tg_run in_ct systemctl start tunnelgate@wd0
+check_rc "systemctl start tunnelgate@wd0 (WatchdogSec=2s)" 0
+last_ping() { in_ct systemctl show -P WatchdogTimestampMonotonic tunnelgate@wd0; }
+first=$(last_ping)
+pinged_again() { local t; t=$(last_ping); [ -n "$t" ] && [ "$t" != 0 ] && [ "$t" != "$first" ]; }
+wait_for "systemd receives WATCHDOG=1 again and again (WatchdogTimestamp moves)" 5 pinged_again
+wd_pid=$(main_pid tunnelgate@wd0)
+in_ct sh -c "kill -STOP $wd_pid"
+wd_ended() { [ "$(in_ct systemctl show -P Result tunnelgate@wd0)" = watchdog ]; }
+wait_for "with the engine SIGSTOPped, systemd ends the unit for its watchdog (Result=watchdog)" 20 wd_ended
+wd_gone() { [ "$(in_ct systemctl is-active tunnelgate@wd0)" = failed ]; }
+wait_for "… and the unit has stopped (failed)" 20 wd_gone
+check_fails "… and ExecStopPost= removed its TUN" ct_ip link show wd0
+in_ct systemctl reset-failed tunnelgate@wd0
+
+# --- A kill switch and a crash: ExecStopPost= keeps it (fail-closed), and the drop-in that lifts it -----
 write_config ks0
 jq '.includeAllNetworks = true' "$ROOT/etc/tunnelgate/ks0.json" >"$ROOT/etc/tunnelgate/ks0.json.new" &&
   mv "$ROOT/etc/tunnelgate/ks0.json.new" "$ROOT/etc/tunnelgate/ks0.json" && chmod 600 "$ROOT/etc/tunnelgate/ks0.json"
@@ -273,20 +319,26 @@ tg_run in_ct systemctl start tunnelgate@ks0
 wait_for "tunnelgate@ks0 (includeAllNetworks) is connected" 15 ks_connected
 check "its kill switch is in place (nft table inet tunnelgate-ks0)" kill_switch
 crash "as shipped"
-check_fails "as shipped, ExecStopPost= lifted the kill switch after the crash" kill_switch
+check "as shipped (ExecStopPost=… down --keep-kill-switch), the kill switch holds after the crash" kill_switch
+check_fails "… while the dead run's TUN is gone" ct_ip link show ks0
+check_eq "… and so are its policy rules" "" "$(ct_ip -4 rule | grep -v -E '^(0|32766|32767):')"
+check_match "ExecStopPost= said it kept the kill switch" 'ks0: down, everything removed but its kill switch' \
+  "$(in_ct journalctl -u tunnelgate@ks0 --no-pager -o cat 2>&1)"
 in_ct systemctl reset-failed tunnelgate@ks0
-
-printf '[Service]\nExecStopPost=\n' >"$ROOT/etc/systemd/system/tunnelgate@ks0.service.d/fail-closed.conf"
-in_ct systemctl daemon-reload
 tg_run in_ct systemctl start tunnelgate@ks0
-wait_for "with the fail-closed drop-in, tunnelgate@ks0 is connected" 15 ks_connected
-crash "fail-closed"
-check "with the drop-in, the kill switch holds after the crash" kill_switch
-tg_run in_ct systemctl start tunnelgate@ks0
-wait_for "the next start takes over the residue and is connected" 15 ks_connected
+check_rc "the next start takes over the kept kill switch" 0
+check "… and is connected at once (READY=1)" ks_connected
 tg_run in_ct systemctl stop tunnelgate@ks0
 check_rc "systemctl stop tunnelgate@ks0" 0
-check_fails "systemctl stop removes the kill switch" kill_switch
+check_fails "systemctl stop (a clean stop) removes the kill switch" kill_switch
+# The drop-in docs/packaging.md shows for lifting it at every crash instead.
+printf '[Service]\nExecStopPost=\nExecStopPost=-/usr/sbin/tunnelgate down %%i\n' >"$ROOT/etc/systemd/system/tunnelgate@ks0.service.d/lift.conf"
+in_ct systemctl daemon-reload
+tg_run in_ct systemctl start tunnelgate@ks0
+check "with the lifting drop-in, tunnelgate@ks0 is connected" ks_connected
+crash "lifting"
+check_fails "with it, the kill switch is gone after the crash" kill_switch
+in_ct systemctl reset-failed tunnelgate@ks0
 tg_snapshot_ct "$TG_TMP/after-ks"
 check_same_snapshot "after it all, the kernel state is as before" "$before" "$TG_TMP/after-ks"
 tg_summary

@@ -8,15 +8,16 @@
 #   help                  subcommands
 # netns/tests/completion.sh checks the lists below against `tunnelgate help`.
 
-_tunnelgate_subcommands="validate plan up down status message metrics help"
+_tunnelgate_subcommands="validate plan up down status list message metrics help"
 
 # _tunnelgate_options SUBCOMMAND: the options `tunnelgate help SUBCOMMAND` lists.
 _tunnelgate_options() {
   case $1 in
   plan) echo "--netns" ;;
   up) echo "--netns --detach --restart" ;;
-  down) echo "--netns" ;;
+  down) echo "--netns --keep-kill-switch" ;;
   status) echo "--netns --json --watch" ;;
+  list) echo "--json" ;;
   message) echo "--netns" ;;
   metrics) echo "--listen --allow-non-loopback --netns --all-namespaces" ;;
   esac
