@@ -104,7 +104,8 @@ USAGE: tunnelgate <subcommand>
 OPTIONS:
   -h, --help      Show help information.
   --version       Show the version.
-  --log-format F  Log lines on standard error as text (default) or json, one object a line.
+  --log-format F  Log lines on standard error as text (default), json (one object a line) or
+                  journal (text with syslog priorities; chosen by itself under journald).
 
 SUBCOMMANDS:
 \(Command.allCases.map { "  " + $0.rawValue.padding(14) + $0.summary }.joined(separator: "\n"))

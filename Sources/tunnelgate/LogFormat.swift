@@ -8,11 +8,16 @@ import TunnelgateSettings
 ///
 /// `level` is `error` for the line a failed command ends with (and a usage error, which carries
 /// `usage` too), `warning` for a warning, `info` otherwise. A message of several lines stays one event.
+/// `journal` is text with each line's syslog priority in front (`<3>` error, `<4>` warning, `<6>` info,
+/// sd-daemon(3)'s prefixes), which journald strips and records as the entry's PRIORITY: it is chosen
+/// by itself when standard error is the journal's stream (JOURNAL_STREAM names its device and inode, as
+/// systemd sets it for a unit's output), so `journalctl -p err -u tunnelgate@NAME` finds the errors.
 /// Chosen with `--log-format FORMAT` anywhere on the command line, or TUNNELGATE_LOG_FORMAT; the option
 /// sets the variable, so a process tunnelgate starts (`up --detach`'s owner, whose standard error is
-/// NAME.log) logs the same way.
+/// NAME.log) logs the same way. The journal's own detection is not passed on: a child's standard error
+/// is another file.
 enum LogFormat: String {
-    case text, json
+    case text, json, journal
 
     static let variable = "TUNNELGATE_LOG_FORMAT"
 
@@ -24,18 +29,38 @@ enum LogFormat: String {
         var chosen = ProcessControl.environmentValue(variable).map { ($0, "\(variable)=\($0)") }
         if let i = arguments.firstIndex(of: "--log-format") {
             guard i + 1 < arguments.count else {
-                throw UsageError(message: "--log-format needs a value (text or json)", command: nil)
+                throw UsageError(message: "--log-format needs a value (text, json or journal)", command: nil)
             }
             chosen = (arguments[i + 1], "--log-format \(arguments[i + 1])")
             arguments.removeSubrange(i...(i + 1))
         }
-        guard let (value, origin) = chosen else { return }
+        guard let (value, origin) = chosen else {
+            if standardErrorIsTheJournal() { current = .journal }
+            return
+        }
         guard let format = LogFormat(rawValue: value) else {
-            throw UsageError(message: "\(origin): the log format is text or json", command: nil)
+            throw UsageError(message: "\(origin): the log format is text, json or journal", command: nil)
         }
         current = format
         // Children log the same way (a detached owner's NAME.log). Not a secret.
         try? ProcessControl.setEnvironmentValue(variable, format.rawValue)
+    }
+
+    /// True when standard error is the stream JOURNAL_STREAM names ("DEVICE:INODE", decimal).
+    static func standardErrorIsTheJournal() -> Bool {
+        guard let value = ProcessControl.environmentValue("JOURNAL_STREAM"),
+              case let parts = value.split(separator: ":", omittingEmptySubsequences: false), parts.count == 2,
+              let device = UInt64(parts[0]), let inode = UInt64(parts[1]),
+              let status = try? FileDescriptor.standardError.status()
+        else { return false }
+        return status.device == device && status.inode == inode
+    }
+
+    /// A line's level, from how it is written (`Error:`, `tunnelgate: warning:`), and its message.
+    static func level(of text: String) -> (level: String, message: String) {
+        if let rest = text.strip("Error: ") { return ("error", rest) }
+        if let rest = text.strip("tunnelgate: warning: ") { return ("warning", rest) }
+        return ("info", text.strip("tunnelgate: ") ?? text)
     }
 
     /// `text` as this format writes it, ending in a newline.
@@ -44,11 +69,12 @@ enum LogFormat: String {
         switch self {
         case .text:
             return trimmed + "\n"
+        case .journal:
+            // journald makes an entry of each line: each carries the event's priority.
+            let priority = switch Self.level(of: trimmed).level { case "error": "<3>"; case "warning": "<4>"; default: "<6>" }
+            return trimmed.split(separator: "\n", omittingEmptySubsequences: false).map { priority + $0 + "\n" }.joined()
         case .json:
-            var (level, message) = ("info", trimmed)
-            if let rest = message.strip("Error: ") { (level, message) = ("error", rest) }
-            else if let rest = message.strip("tunnelgate: warning: ") { (level, message) = ("warning", rest) }
-            else if let rest = message.strip("tunnelgate: ") { message = rest }
+            let (level, message) = Self.level(of: trimmed)
             var object = "{\"time\":\(JSONValue.quoted(Self.timestamp(ProcessControl.realtimeSeconds()))),"
             object += "\"level\":\"\(level)\",\"message\":\(JSONValue.quoted(message))"
             if let usage { object += ",\"usage\":\(JSONValue.quoted(usage))" }

@@ -12,6 +12,7 @@
 # warning event, in the caller's output and in the owner's log; TUNNELGATE_LOG_FORMAT does the same as
 # the option; an unknown format is refused (exit 64) naming where it came from; without the option the
 # lines are text as before; stdout (command output, not logs) is unchanged; no private key in any log.
+# Under journald (JOURNAL_STREAM naming standard error) every line carries its syslog priority.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 tg_trap_cleanup
@@ -66,15 +67,40 @@ check "... and is one error event with the usage" \
   jq -e '.level == "error" and .message == "missing CONFIG" and (.usage | startswith("tunnelgate up CONFIG"))' <<<"$TG_ERR"
 tg_run "$TG" --log-format xml status
 check_rc "--log-format xml is refused (exit 64)" 64
-check_match "... naming the value" "^Error: --log-format xml: the log format is text or json$" "$TG_ERR"
+check_match "... naming the value" "^Error: --log-format xml: the log format is text, json or journal$" "$TG_ERR"
 tg_run env TUNNELGATE_LOG_FORMAT=yaml "$TG" status
 check_rc "TUNNELGATE_LOG_FORMAT=yaml is refused (exit 64)" 64
-check_match "... naming the variable" "^Error: TUNNELGATE_LOG_FORMAT=yaml: the log format is text or json$" "$TG_ERR"
+check_match "... naming the variable" "^Error: TUNNELGATE_LOG_FORMAT=yaml: the log format is text, json or journal$" "$TG_ERR"
 tg_run env TUNNELGATE_LOG_FORMAT=json "$TG" validate "$TG_TMP/bad.json"
 check "TUNNELGATE_LOG_FORMAT=json does what the option does" \
   jq -e '.level == "error" and (.message | contains("mtu"))' <<<"$TG_ERR"
 tg_run "$TG" validate "$TG_TMP/bad.json"
 check_match "without either the error is text, as before" "^Error: $TG_TMP/bad.json is not a valid configuration" "$TG_ERR"
+
+# --- journald ----------------------------------------------------------------------------------------------
+# Under systemd, JOURNAL_STREAM names standard error's device and inode when it is the journal's stream:
+# then every line carries its syslog priority (<3> error, <6> info), which journald records as PRIORITY.
+# Here standard error is a file and JOURNAL_STREAM names it, as systemd would name its socket.
+journal_err=$TG_TMP/journal.err
+: >"$journal_err"
+stream=$(stat -c '%d:%i' "$journal_err")
+env JOURNAL_STREAM="$stream" "$TG" validate "$TG_TMP/bad.json" >/dev/null 2>"$journal_err"
+check_match "standard error is the journal's stream: the error's lines carry <3>" '^<3>Error: .*bad\.json is not a valid configuration' \
+  "$(head -n 1 "$journal_err")"
+check "... every line of it (journald makes an entry of each)" \
+  bash -c '[ "$(grep -c . "$1")" -gt 1 ] && ! grep -v "^<3>" "$1"' _ "$journal_err"
+env JOURNAL_STREAM="$stream" "$TG" status no-such-tunnel-here >/dev/null 2>"$journal_err"
+check_no_match "... and no line without a priority" '^[^<]' "$(cat "$journal_err")"
+other=$TG_TMP/other.err
+: >"$other"
+env JOURNAL_STREAM="$(stat -c '%d:%i' "$other")" "$TG" validate "$TG_TMP/bad.json" >/dev/null 2>"$journal_err"
+check_match "JOURNAL_STREAM naming another file: plain text" '^Error: ' "$(head -n 1 "$journal_err")"
+env JOURNAL_STREAM=garbage "$TG" validate "$TG_TMP/bad.json" >/dev/null 2>"$journal_err"
+check_match "... and so for a JOURNAL_STREAM that is not DEVICE:INODE" '^Error: ' "$(head -n 1 "$journal_err")"
+tg_run "$TG" --log-format journal validate "$TG_TMP/bad.json"
+check_match "--log-format journal asks for it" '^<3>Error: ' "$TG_ERR"
+env JOURNAL_STREAM="$stream" "$TG" --log-format json validate "$TG_TMP/bad.json" >/dev/null 2>"$journal_err"
+check "... and --log-format json wins over the journal's stream" json_lines "$journal_err"
 
 # --- A warning ------------------------------------------------------------------------------------------------
 umask 077
