@@ -351,7 +351,13 @@ def fill(template, version, blocks):
         else:
             out.append(line.replace("@VERSION@", version))
     text = "\n".join(out) + "\n"
-    return "".join(c if ord(c) < 128 else f"\\[u{ord(c):04X}]" for c in text)
+    return "".join(c if ord(c) < 128 else ROFF_GLYPHS.get(c, f"\\[u{ord(c):04X}]") for c in text)
+
+
+# Characters the help texts use that every output device has a glyph for by these names (-Tascii has
+# none for U+2026 and warns, in the middle of the rendered text).
+ROFF_GLYPHS = {"…": "\\&...", "—": "\\(em", "–": "\\(en", "→": "\\(->", "’": "\\(cq", "‘": "\\(oq",
+               "“": "\\(lq", "”": "\\(rq", "×": "\\(mu", "≥": "\\(>=", "≤": "\\(<="}
 
 
 # --- coverage ----------------------------------------------------------------------------------------

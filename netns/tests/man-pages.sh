@@ -23,7 +23,8 @@ out=$TG_TMP/pages
 version=$("$TG" --version)
 
 # render PAGE: the page as plain text, without hyphenation and wide, as the coverage check reads it.
-render() { groff -man -Tascii -P-cbou -rHY=0 -rLL=150n "$1" 2>&1; }
+# Its warnings go to PAGE.warnings: mixed into the text they would cut entries in two.
+render() { groff -man -Tascii -P-cbou -rHY=0 -rLL=150n "$1" 2>"$1.warnings"; }
 # coverage PAGE [DOCS]: Scripts/man.py's check of the rendered PAGE against $TG and DOCS.
 coverage() {
   render "$1" >"$1.txt"
@@ -39,6 +40,7 @@ for page in tunnelgate.8 tunnelgate.json.5; do
   tg_run lexgrog "$out/$page"
   check_match "$page: lexgrog reads its NAME line (what whatis and apropos index)" ': "tunnelgate(\.json)? - ' "$TG_OUT"
   tg_run coverage "$out/$page"
+  check_eq "$page: groff -Tascii renders it without a warning (every glyph exists there)" "" "$(cat "$out/$page.warnings")"
   check_rc "$page: the coverage check passes" 0
   check_eq "$page: … and reports nothing missing" "" "$TG_OUT"
 done
