@@ -199,7 +199,7 @@ print(s.recv(4096).decode().strip())
 PY
 )
 check_eq "allowed_ip=-PREFIX is accepted" "errno=0" "$uapi_reply"
-x_allowed=$(in_c wg show "$TGW" allowed-ips | grep "$(re "$X_PUB")")
+x_allowed=$(in_c wg show "$TGW" allowed-ips | grep -F -- "$X_PUB")
 check_no_match "... and removes that prefix" "10\.71\.0\.0/24" "$x_allowed"
 check_match "... leaving the other" "10\.73\.0\.0/24" "$x_allowed"
 run in_c wg set "$TGW" peer "$X_PUB" remove
