@@ -19,6 +19,8 @@
 #   tunnel kind k (1 callback, 2 fd, 3 wireguard): A 10.78.k.1 ═ UDP port 540k ═ B 10.78.k.2
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=Scripts/bench-topology.sh
+. Scripts/bench-topology.sh
 [ "$(id -u)" -eq 0 ] || { echo "Error: Scripts/bench-before-after.sh must run as root" >&2; exit 1; }
 [ $# -ge 1 ] || { echo "usage: Scripts/bench-before-after.sh REVISION [ROUNDS] [SECONDS]" >&2; exit 64; }
 command -v swift >/dev/null || PATH=/opt/swift/usr/bin:$PATH
@@ -56,15 +58,7 @@ trap cleanup EXIT INT TERM
 
 for p in 1 2; do
   A=$(ns $p a) B=$(ns $p b)
-  ip netns add "$A"
-  ip netns add "$B"
-  ip -n "$A" link set lo up
-  ip -n "$B" link set lo up
-  ip -n "$A" link add eth0 type veth peer name eth0 netns "$B"
-  ip -n "$A" addr add 10.77.0.1/24 dev eth0
-  ip -n "$B" addr add 10.77.0.2/24 dev eth0
-  ip -n "$A" link set eth0 up
-  ip -n "$B" link set eth0 up
+  bench_veth_pair "$A" "$B"
 done
 
 umask 077

@@ -26,6 +26,8 @@
 #   tunnel of mode k (1 callback, 2 queue, 3 one-by-one, 4 fd): A 10.78.k.1 ═ UDP port 540k ═ B 10.78.k.2
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=Scripts/bench-topology.sh
+. Scripts/bench-topology.sh
 [ "$(id -u)" -eq 0 ] || { echo "Error: Scripts/bench-runtime.sh must run as root" >&2; exit 1; }
 command -v swift >/dev/null || PATH=/opt/swift/usr/bin:$PATH
 rounds=${1:-15}
@@ -49,15 +51,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-ip netns add "$a"
-ip netns add "$b"
-ip -n "$a" link set lo up
-ip -n "$b" link set lo up
-ip -n "$a" link add eth0 type veth peer name eth0 netns "$b"
-ip -n "$a" addr add 10.77.0.1/24 dev eth0
-ip -n "$b" addr add 10.77.0.2/24 dev eth0
-ip -n "$a" link set eth0 up
-ip -n "$b" link set eth0 up
+bench_veth_pair "$a" "$b"
 
 printf 'bench %s\n' "$$" >"$work/secret"
 chmod 600 "$work/secret"

@@ -31,6 +31,8 @@
 #   every pair: ns A 10.77.0.1 ═══ veth ═══ ns B 10.77.0.2      tunnel: A 10.79.0.1 ═ UDP 51820 ═ B 10.79.0.2
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=Scripts/bench-topology.sh
+. Scripts/bench-topology.sh
 [ "$(id -u)" -eq 0 ] || { echo "Error: Scripts/bench-wireguard.sh must run as root" >&2; exit 1; }
 command -v swift >/dev/null || PATH=/opt/swift/usr/bin:$PATH
 rounds=${1:-3}
@@ -117,15 +119,7 @@ poll() { local n=$1; shift; for _ in $(seq "$n"); do "$@" && return 0; sleep 0.0
 
 for m in "${active[@]}"; do
   A=$(ns "$m" a) B=$(ns "$m" b)
-  ip netns add "$A"
-  ip netns add "$B"
-  ip -n "$A" link set lo up
-  ip -n "$B" link set lo up
-  ip -n "$A" link add eth0 type veth peer name eth0 netns "$B"
-  ip -n "$A" addr add 10.77.0.1/24 dev eth0
-  ip -n "$B" addr add 10.77.0.2/24 dev eth0
-  ip -n "$A" link set eth0 up
-  ip -n "$B" link set eth0 up
+  bench_veth_pair "$A" "$B"
 done
 
 umask 077

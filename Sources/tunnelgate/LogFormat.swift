@@ -56,11 +56,23 @@ enum LogFormat: String {
         return status.device == device && status.inode == inode
     }
 
+    /// A line's level: its name in JSON and its syslog priority prefix (sd-daemon(3)).
+    enum Level: String {
+        case error, warning, info
+        var priorityPrefix: String {
+            switch self {
+            case .error: "<3>"
+            case .warning: "<4>"
+            case .info: "<6>"
+            }
+        }
+    }
+
     /// A line's level, from how it is written (`Error:`, `tunnelgate: warning:`), and its message.
-    static func level(of text: String) -> (level: String, message: String) {
-        if let rest = text.strip("Error: ") { return ("error", rest) }
-        if let rest = text.strip("tunnelgate: warning: ") { return ("warning", rest) }
-        return ("info", text.strip("tunnelgate: ") ?? text)
+    static func level(of text: String) -> (level: Level, message: String) {
+        if let rest = text.strip("Error: ") { return (.error, rest) }
+        if let rest = text.strip("tunnelgate: warning: ") { return (.warning, rest) }
+        return (.info, text.strip("tunnelgate: ") ?? text)
     }
 
     /// `text` as this format writes it, ending in a newline.
@@ -71,12 +83,12 @@ enum LogFormat: String {
             return trimmed + "\n"
         case .journal:
             // journald makes an entry of each line: each carries the event's priority.
-            let priority = switch Self.level(of: trimmed).level { case "error": "<3>"; case "warning": "<4>"; default: "<6>" }
+            let priority = Self.level(of: trimmed).level.priorityPrefix
             return trimmed.split(separator: "\n", omittingEmptySubsequences: false).map { priority + $0 + "\n" }.joined()
         case .json:
             let (level, message) = Self.level(of: trimmed)
             var object = "{\"time\":\(JSONValue.quoted(Self.timestamp(ProcessControl.realtimeSeconds()))),"
-            object += "\"level\":\"\(level)\",\"message\":\(JSONValue.quoted(message))"
+            object += "\"level\":\"\(level.rawValue)\",\"message\":\(JSONValue.quoted(message))"
             if let usage { object += ",\"usage\":\(JSONValue.quoted(usage))" }
             return object + "}\n"
         }
