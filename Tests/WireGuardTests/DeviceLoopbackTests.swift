@@ -2,6 +2,7 @@ import LinuxSystem
 import Synchronization
 import TUN
 import TunnelgateSettings
+import TunnelgateTestSupport
 @testable import WireGuard
 import XCTest
 
@@ -72,7 +73,7 @@ final class DeviceLoopbackTests: XCTestCase {
         let total = 20 + 8 + payload.count
         var header: [UInt8] = [0x45, 0, UInt8(total >> 8), UInt8(total & 0xFF), 0x12, 0x34, 0x40, 0, 64, 17, 0, 0]
         header += IPv4Address(source)!.bytes + IPv4Address(destination)!.bytes
-        let sum = TunOffloadTests.rfc1071(header)
+        let sum = TestPackets.rfc1071(header)
         header[10] = UInt8(~sum >> 8); header[11] = UInt8(~sum & 0xFF)
         let udp: [UInt8] = [0x30, 0x39, 0x30, 0x3A, UInt8((8 + payload.count) >> 8), UInt8((8 + payload.count) & 0xFF), 0, 0]
         return header + udp + payload
@@ -268,8 +269,8 @@ final class DeviceLoopbackTests: XCTestCase {
     func testTCPSuperPacketArrivesAsSegments() throws {
         let p = try Pair(virtioHeader: true)
         pair = p
-        let data = TunOffloadTests.payload(4000)
-        let superPacket = TunOffloadTests.tcpPacket(v6: false, payload: data, flags: TunOffloadTests.ack | TunOffloadTests.psh)
+        let data = TestPackets.payload(4000)
+        let superPacket = TestPackets.tcpPacket(v6: false, payload: data, flags: TestPackets.ack | TestPackets.psh)
         let header = VirtioNetHeader(flags: VirtioNetHeader.needsChecksum, gsoType: VirtioNetHeader.GSOType.tcpv4.rawValue,
                                      headerLength: 52, gsoSize: 1368, checksumStart: 20, checksumOffset: 16)
         XCTAssertTrue(p.tunA.host.write(superPacket, header: header))
@@ -280,7 +281,7 @@ final class DeviceLoopbackTests: XCTestCase {
         }, "three segments arrive (\(got.count))")
         XCTAssertEqual(got.map { $0.packet.count }, [52 + 1368, 52 + 1368, 52 + 4000 - 2 * 1368])
         XCTAssertTrue(got.allSatisfy { $0.header == VirtioNetHeader() }, "written with a GSO_NONE header")
-        XCTAssertTrue(got.allSatisfy { TunOffloadTests.transportChecksumVerifies($0.packet) }, "each TCP checksum verifies")
+        XCTAssertTrue(got.allSatisfy { TestPackets.transportChecksumVerifies($0.packet) }, "each TCP checksum verifies")
         XCTAssertEqual(got.flatMap { $0.packet[52...] }, data, "the payload, in order")
         let sa = p.a.snapshot().counters
         XCTAssertEqual(sa.superPacketsRead, 1)
