@@ -27,7 +27,7 @@ final class DeviceLoopbackTests: XCTestCase {
         static let a6 = IPv6Address("2001:db8::1")!, b6 = IPv6Address("2001:db8::2")!
 
         init(carrier: IPFamily = .ipv4, timers: WireGuardTimers = .standard, virtioHeader: Bool = false,
-             extraAllowedAtA: [IPPrefix] = []) throws {
+             extraAllowedAtA: [IPPrefix] = [], uapiA: String? = nil) throws {
             tunA = try PacketChannel(mtu: 1420, virtioHeader: virtioHeader)
             tunB = try PacketChannel(mtu: 1420, virtioHeader: virtioHeader)
             bindA = try XCTUnwrap(try network.bind(ipv4: Self.a4, ipv6: Self.a6, port: 51820))
@@ -44,7 +44,7 @@ final class DeviceLoopbackTests: XCTestCase {
                                     bind: bindA, timers: timers, log: { log.append("A: \($0)") })
             b = try WireGuardDevice(DeviceConfiguration(privateKey: keyB, listenPort: 51821, fwmark: 0, peers: [peerA]),
                                     bind: bindB, timers: timers, log: { log.append("B: \($0)") })
-            try a.start(tun: tunA.tunnel, fwmark: nil, uapi: nil)
+            try a.start(tun: tunA.tunnel, fwmark: nil, uapi: uapiA.map { .path($0) })
             try b.start(tun: tunB.tunnel, fwmark: nil, uapi: nil)
         }
 
@@ -146,6 +146,62 @@ final class DeviceLoopbackTests: XCTestCase {
         XCTAssertEqual(sb.peers.first?.endpoint, p.bindA.endpoint(carrier), "B learnt A's endpoint from the handshake (roaming)")
         XCTAssertEqual(sa.peers.first?.hasSession, true)
         XCTAssertEqual(p.network.undeliverable, 0)
+    }
+
+    /// A wg(8) client that trickles its request (a byte every 0.5 s, 2.5 s in all; the issue measured
+    /// one stalling the tunnel for 4.4 s) holds up nothing: packets keep crossing while it writes, and
+    /// its `get` is still answered once the request is complete; a `set` is applied through the same
+    /// path. On a device that read requests on its own thread, no packet crossed until the client was done.
+    func testSlowUAPIClientDoesNotStallThePackets() throws {
+        let directory = "/tmp/tg-uapi-test-\(ProcessControl.id)"
+        let path = directory + "/a.sock"
+        defer { FileSystem.remove(path); FileSystem.remove(directory) }
+        let p = try Pair(uapiA: path)
+        pair = p
+        let first = Self.ipv4(from: "10.70.0.1", to: "10.70.0.2", payload: Self.payload(0))
+        p.tunA.host.write(first)
+        XCTAssertEqual(receive(p.tunB.host, count: 1), [first], "a session first")
+
+        let client = try UnixSocket.connect(to: path)
+        defer { client.close() }
+        let request = Array("get=1\n\n".utf8)
+        var sent = 0, crossedWhileTrickling = 0, n = 1
+        let start = ProcessControl.monotonicSeconds()
+        while sent < request.count - 1 {
+            if ProcessControl.monotonicSeconds() - start >= Double(sent) * 0.5 {
+                _ = try request[sent...sent].withUnsafeBytes { try client.write($0) }
+                sent += 1
+            }
+            p.tunA.host.write(Self.ipv4(from: "10.70.0.1", to: "10.70.0.2", payload: Self.payload(n)))
+            n += 1
+            crossedWhileTrickling += receive(p.tunB.host, count: 1, timeout: 0.02).count
+        }
+        XCTAssertGreaterThan(ProcessControl.monotonicSeconds() - start, 2.4, "the client took its time")
+        XCTAssertGreaterThan(crossedWhileTrickling, 20, "packets crossed while the client trickled (\(n - 1) sent)")
+        _ = try request[sent...].withUnsafeBytes { try client.write($0) }
+        let reply = readAll(client)
+        XCTAssertTrue(reply.hasPrefix("private_key="), reply.prefix(20).description)
+        XCTAssertTrue(reply.hasSuffix("errno=0\n\n"))
+        XCTAssertTrue(reply.contains("public_key=\(UAPI.hex(p.keyB.publicKey.bytes))"))
+
+        let set = try UnixSocket.connect(to: path)
+        defer { set.close() }
+        _ = try Array("set=1\npublic_key=\(UAPI.hex(p.keyB.publicKey.bytes))\npersistent_keepalive_interval=7\n\n".utf8)
+            .withUnsafeBytes { try set.write($0) }
+        XCTAssertEqual(readAll(set), "errno=0\n\n")
+        XCTAssertEqual(p.a.snapshot().peers.first?.persistentKeepalive, 7, "the set was applied by the device")
+    }
+
+    /// What a UAPI client reads until the server closes (at most 5 s).
+    func readAll(_ fd: FileDescriptor) -> String {
+        var out: [UInt8] = [], chunk = [UInt8](repeating: 0, count: 4096)
+        let deadline = ProcessControl.monotonicSeconds() + 5
+        while ProcessControl.monotonicSeconds() < deadline {
+            guard (try? Poll.readable(fd, timeoutMilliseconds: 100)) == true else { continue }
+            guard let n = try? chunk.withUnsafeMutableBytes({ try fd.read(into: $0) }), n > 0 else { break }
+            out += chunk[0..<n]
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     func testHandshakeAndPacketsBothWaysIPv4AndIPv6InsideOverAnIPv4Carrier() throws { try checkBothWays(carrier: .ipv4) }

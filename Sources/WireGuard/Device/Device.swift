@@ -81,6 +81,9 @@ public final class WireGuardDevice: @unchecked Sendable {
     var mtu = 1420
     var uapi: FileDescriptor?
     var uapiPath: String?
+    /// The UAPI thread (reads and parses wg(8)'s requests), and the request it posted for this thread.
+    var uapiServer: UAPIServer?
+    let uapiMailbox = Mutex<UAPIServer.Exchange?>(nil)
     /// The stop signal: stop() writes a byte to `wakeWriter`, the device thread polls `wake`.
     let wake: FileDescriptor
     let wakeWriter: FileDescriptor
@@ -226,16 +229,34 @@ public final class WireGuardDevice: @unchecked Sendable {
         for peer in peers.values where peer.persistentKeepalive > 0 && peer.endpoint != nil {
             sendKeepalive(peer, now: now)
         }
+        // The UAPI thread's server exists before the device thread reads `uapiServer`; it starts after.
+        if let listener = self.uapi {
+            do throws(SystemCallError) {
+                uapiServer = try UAPIServer(listener: listener, log: log) { [self] exchange in
+                    uapiMailbox.withLock { $0 = exchange }
+                    wakeUp()
+                }
+            } catch {
+                throw RuntimeError("the WireGuard API thread: \(error)")
+            }
+        }
         do throws(SystemCallError) {
             thread = try SystemThread.spawn { [self] in run() }
         } catch {
+            uapiServer = nil
             throw RuntimeError("starting the WireGuard thread: \(error)")
+        }
+        do throws(SystemCallError) { try uapiServer?.start() } catch {
+            throw RuntimeError("starting the WireGuard API thread: \(error)")
         }
     }
 
     /// Stops the device thread, wipes every key, closes the sockets and
     /// removes the UAPI socket it made. Once; later calls do nothing.
     public func stop() {
+        // The UAPI thread first: it may be waiting for this thread's answer.
+        uapiServer?.stop()
+        uapiServer = nil
         if let thread {
             stopping.store(true, ordering: .releasing)
             wakeUp()
@@ -282,7 +303,7 @@ public final class WireGuardDevice: @unchecked Sendable {
             poll.add(tun.readiness, .readable)                      // 0
             poll.add(bind.readiness(.ipv4) ?? none, .readable)      // 1
             poll.add(bind.readiness(.ipv6) ?? none, .readable)      // 2
-            poll.add(uapi ?? none, .readable)                       // 3
+            poll.add(none, [])                                      // 3 (the UAPI has its own thread)
             poll.add(wake, .readable)                               // 4
             var now = ProcessControl.monotonicSeconds()
             let deadline = nextTimerDeadline() ?? .infinity
@@ -293,7 +314,8 @@ public final class WireGuardDevice: @unchecked Sendable {
                 published.withLock { $0.failure = "\(error)" }
                 return
             }
-            if !poll.events(at: 4).isEmpty {
+            let woken = !poll.events(at: 4).isEmpty
+            if woken {
                 if stopping.load(ordering: .acquiring) { return }
                 _ = drain.withUnsafeMutableBytes { try? wake.read(into: $0) }
             }
@@ -302,7 +324,14 @@ public final class WireGuardDevice: @unchecked Sendable {
             if !poll.events(at: 2).isEmpty { receiveDatagrams(.ipv6, now: now) }
             flushOutbound()
             if poll.events(at: 0).contains(.readable) { readTun(now: now) }
-            if !poll.events(at: 3).isEmpty { serveUAPI(now: now) }
+            // A request from the UAPI thread comes with a wake-up.
+            if woken, let server = uapiServer, let exchange = uapiMailbox.withLock({ m -> UAPIServer.Exchange? in
+                let e = m
+                m = nil
+                return e
+            }) {
+                answer(exchange, server: server, now: now)
+            }
             runTimers(now: ProcessControl.monotonicSeconds())
             flushOutbound()
             let asked = requested.load(ordering: .acquiring)
