@@ -192,6 +192,53 @@ final class DeviceLoopbackTests: XCTestCase {
         XCTAssertEqual(p.a.snapshot().peers.first?.persistentKeepalive, 7, "the set was applied by the device")
     }
 
+    /// Under load, a source that answers its cookie (valid MAC2) still gets only its token bucket's
+    /// worth of handshake work: of 40 valid-MAC2 initiations sent at once from one address, 5 (the
+    /// burst) pass to the Diffie-Hellman and the rest are dropped as dropsSourceRate; another address
+    /// has a bucket of its own.
+    func testValidMAC2InitiationsFromOneSourceAreRateLimited() throws {
+        let p = try Pair()
+        pair = p
+        let attacker = try XCTUnwrap(try p.network.bind(ipv4: IPv4Address("198.18.0.9")!, ipv6: nil, port: 40000))
+        let from = try XCTUnwrap(attacker.endpoint(.ipv4))
+        let target = try XCTUnwrap(p.bindB.endpoint(.ipv4))
+        var stamp = WireGuardCrypto.tai64n(unixSeconds: 1_900_000_000, nanoseconds: 0)
+        func initiation(cookie: [UInt8]?) throws -> [UInt8] {
+            stamp[11] &+= 1
+            return try Handshake.createInitiation(localStatic: p.keyA, remoteStatic: p.keyB.publicKey, presharedKey: nil,
+                                                  senderIndex: 7, timestamp: stamp, cookie: cookie).message
+        }
+        // Valid MAC1 only, 40 in a burst: B goes under load and answers the ones past its limit with cookies.
+        var mac1s: [[UInt8]] = []
+        for _ in 0..<40 {
+            let message = try initiation(cookie: nil)
+            mac1s.append(try XCTUnwrap(message.withUnsafeBytes { MessageType.mac1(of: $0) }))
+            XCTAssertTrue(p.network.inject(message, from: from, to: target))
+        }
+        let batch = DatagramBatch(slotSize: 2048)
+        var reply: [UInt8]?
+        XCTAssertTrue(eventually {
+            if attacker.receive(.ipv4, into: batch) > 0 {
+                for i in 0..<batch.count where MessageType.classify(UnsafeRawBufferPointer(batch.datagram(i).bytes)) == .cookieReply {
+                    reply = Array(batch.datagram(i).bytes)
+                }
+            }
+            return reply != nil
+        }, "B sent a cookie reply")
+        // A cookie reply is bound to the MAC1 of the initiation it answers: one of those sent.
+        let answered = try XCTUnwrap(reply)
+        let cookie = try XCTUnwrap(mac1s.lazy.compactMap {
+            try? Handshake.consumeCookieReply(answered, remotePublic: p.keyB.publicKey, lastMAC1: $0)
+        }.first, "the cookie reply opens with one of the initiations' MAC1")
+        let before = p.b.snapshot().counters
+        for _ in 0..<40 { XCTAssertTrue(p.network.inject(try initiation(cookie: cookie), from: from, to: target)) }
+        XCTAssertTrue(eventually { p.b.snapshot().counters.dropsSourceRate >= before.dropsSourceRate + 30 },
+                      "most of the 40 valid-MAC2 initiations were dropped by the source's bucket")
+        let after = p.b.snapshot().counters
+        let passed = 40 - Int(after.dropsSourceRate - before.dropsSourceRate)
+        XCTAssertTrue((1...7).contains(passed), "\(passed) passed to the handshake: the burst (5), and what refilled meanwhile")
+    }
+
     /// What a UAPI client reads until the server closes (at most 5 s).
     func readAll(_ fd: FileDescriptor) -> String {
         var out: [UInt8] = [], chunk = [UInt8](repeating: 0, count: 4096)

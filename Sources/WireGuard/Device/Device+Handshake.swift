@@ -78,8 +78,8 @@ extension WireGuardDevice {
         return now < underLoadUntil
     }
 
-    /// Under load, a handshake message needs a valid MAC2 for its source;
-    /// without one it gets a cookie reply instead of a Diffie-Hellman.
+    /// Under load, a handshake message needs a valid MAC2 for its source (without one it gets a
+    /// cookie reply instead of a Diffie-Hellman) and a token of its source's bucket.
     func admitHandshake(_ message: UnsafeRawBufferPointer, from source: Endpoint, now: Double) -> Bool {
         guard Handshake.verifyMAC1(message, localPublic: publicKey) else {
             counters.dropsMAC += 1
@@ -87,7 +87,15 @@ extension WireGuardDevice {
         }
         guard noteHandshakeMessage(now: now) else { return true }
         let input = source.cookieInput
-        if cookies.verifyMAC2(message, endpoint: input, now: now) { return true }
+        if cookies.verifyMAC2(message, endpoint: input, now: now) {
+            // A valid MAC2 proves the source can receive at its address, not that it may make this
+            // thread do Diffie-Hellman without end: a token bucket per source address.
+            guard rateLimiter.allow(source.address, now: now) else {
+                counters.dropsSourceRate += 1
+                return false
+            }
+            return true
+        }
         guard let reply = cookies.createReply(to: message, endpoint: input, now: now) else { return false }
         counters.cookieRepliesSent += 1
         _ = reply.withUnsafeBytes { send($0, to: source) }

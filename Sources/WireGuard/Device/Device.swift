@@ -104,6 +104,8 @@ public final class WireGuardDevice: @unchecked Sendable {
     var loadWindowCount = 0
     var underLoadUntil = -Double.infinity
     static let loadLimitPerWindow = 32
+    /// Under load: handshake messages answered per source address (HandshakeRateLimiter).
+    var rateLimiter = HandshakeRateLimiter()
 
     // Buffers: datagrams in (one recvmmsg), datagrams out per socket family (one sendmmsg each), TUN
     // reads (with a virtio_net_hdr one packet of up to 64 KB: an IPv6 super-packet is 40 + 65,535
