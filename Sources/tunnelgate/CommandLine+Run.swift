@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Engine
 import PacketPlane
+import Session
 import LinuxSystem
 import TunnelgateSettings
 
@@ -233,8 +234,17 @@ extension CommandLine {
         return value
     }
 
-    /// `--netns NS`: a namespace made by `ip netns add NS`.
-    static func takeNamespace(_ args: inout [String], _ command: Command) throws -> String? {
+    /// `--netns NS`: a name under /run/netns, a path to a namespace file, pid:PID, docker:NAME or
+    /// podman:NAME (NamespaceReference).
+    static func takeNamespace(_ args: inout [String], _ command: Command) throws -> NamespaceReference? {
+        guard let text = try takeOption(&args, "--netns", command) else { return nil }
+        do { return try NamespaceReference.parse(text) } catch {
+            throw UsageError(message: error.description, command: command)
+        }
+    }
+
+    /// `--netns NS` of metrics: a name under /run/netns (the namespaces it scrapes are named ones).
+    static func takeNamespaceName(_ args: inout [String], _ command: Command) throws -> String? {
         guard let name = try takeOption(&args, "--netns", command) else { return nil }
         guard !name.isEmpty, !name.contains("/"), name != ".", name != ".." else {
             throw UsageError(message: "--netns takes the name of a namespace under /run/netns", command: command)
