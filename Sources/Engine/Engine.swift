@@ -47,6 +47,14 @@ public final class Engine {
         }
     }
 
+    /// The isolate namespace's label when no name under /run/netns names it (a path, pid:, docker:).
+    var unnamedIsolateNamespace: String? {
+        guard let namespace = isolatedNamespace else { return nil }
+        let own = namespace.inode
+        let named = NamedNetworkNamespaces.names().contains { NamedNetworkNamespaces.inode($0) == own }
+        return named ? nil : (namespace.name ?? "the namespace")
+    }
+
     private static func unwrap<T>(_ body: @autoclosure () throws(NamespaceError<SystemCallError>) -> T) throws(SystemCallError) -> T {
         do { return try body() } catch {
             switch error {
@@ -281,7 +289,14 @@ public final class Engine {
             throw .system(error)
         }
         var dns: DNSApplied?
-        if let dnsSettings = plan.settings.dnsSettings {
+        if plan.settings.dnsSettings != nil, let unnamed = unnamedIsolateNamespace {
+            // A namespace given by path, pid or container has no /etc/netns/NAME of its own, and the
+            // resolv.conf its processes read is in their mount namespace (a container's image): the
+            // one this process sees is the caller's, never to be written for another namespace.
+            log?("dnsSettings: not written: \(unnamed) has no name under /run/netns, so no resolv.conf of its own "
+                 + "here (its processes read their own); the tunnel's servers are reached through the tunnel")
+            record.dnsBackend = "none (\(unnamed) has no name under /run/netns: its resolv.conf is its processes' own)"
+        } else if let dnsSettings = plan.settings.dnsSettings {
             do throws(DNSConfigError) {
                 dns = try inTunnelNamespace { () throws(DNSConfigError) in
                     try DNSConfigurator().apply(settings: dnsSettings, interfaceName: name, interfaceIndex: interfaceIndex,
