@@ -270,6 +270,13 @@ public final class Engine {
                 _ = rollBack()
                 throw .system(error)
             }
+        } else if isolatedNamespace != nil {
+            // Moved into a namespace whose net.ipv6.conf.default.disable_ipv6 is 1 (dockerd makes its
+            // containers' so), the TUN arrives with IPv6 off and refuses the settings' addresses.
+            do throws(SystemCallError) { try enableIPv6(on: name) } catch {
+                _ = rollBack()
+                throw .system(error)
+            }
         }
         let ops = plan.operations(interfaceIndex: interfaceIndex)
         do {
@@ -354,6 +361,13 @@ public final class Engine {
         // A namespace (or kernel) without IPv6 has no such file: nothing to disable.
         guard (try readSysctl("net/ipv6/conf/\(name)/disable_ipv6")) != nil else { return }
         try writeSysctl("net/ipv6/conf/\(name)/disable_ipv6", "1")
+    }
+
+    /// `net.ipv6.conf.NAME.disable_ipv6 = 0` in the tunnel's namespace, when it is 1 (the TUN goes with
+    /// its setting).
+    func enableIPv6(on name: String) throws(SystemCallError) {
+        guard let now = try readSysctl("net/ipv6/conf/\(name)/disable_ipv6"), now != "0" else { return }
+        try writeSysctl("net/ipv6/conf/\(name)/disable_ipv6", "0")
     }
 
     // MARK: - Verify

@@ -1,16 +1,11 @@
 #!/usr/bin/env bash
 # Docker has no CNI: a container started by dockerd is put behind a tunnel with `tunnelgate up CONFIG
 # --netns PATH`, PATH being the container's namespace as dockerd names it (its SandboxKey, a file under
-# dockerd's exec root) or as its process does (/proc/PID/ns/net). Waits in netns/pending/ until the
-# CLI takes a path for --netns (issue 17 point 1): today --netns takes only a name under /run/netns,
-# so the `up`s below fail with a usage error and so does everything that follows them, by design.
-# TG_NETNS_BY_NAME=1 runs the rest of the scenario today: the test names each path under /run/netns
-# itself (a bind mount, as `ip netns attach` makes) and passes the name. Found that way, and not the
-# test's to work around: dockerd gives a container's namespace net.ipv6.conf.default.disable_ipv6=1,
-# so the TUN tunnelgate makes there cannot take the tunnel's IPv6 address ("ipv6: IPv6 is disabled on
-# this device"), up fails and the kill switch stays: tunnelgate has to set disable_ipv6=0 on its TUN
-# when the settings have ipv6Settings (it sets 1 when they have none). With that and the names, every
-# check passes but the last two (a tunnel whose container went does not end by itself yet: point 1).
+# dockerd's exec root) or as its process does (/proc/PID/ns/net) (issue 17 point 1; netns-any.sh has the
+# other forms). dockerd gives a container's namespace net.ipv6.conf.default.disable_ipv6=1, so a TUN
+# moved there arrives with IPv6 off: tunnelgate sets disable_ipv6=0 on it when the settings have
+# ipv6Settings. TG_NETNS_BY_NAME=1 runs the scenario with the paths named under /run/netns by the test
+# (a bind mount, as `ip netns attach` makes) instead, as it ran before --netns took a path.
 #
 #   container (dockerd's exec-root/netns/ID)                       the tunnel tgdN: 10.8.0.N
 #   │  eth0 10.89.40.x fd00:89:40::x on docker0 (blocked by the kill switch)
