@@ -6,6 +6,11 @@ extension ProcessControl {
         public var name: String?
         public var uid: uid_t
         public var gid: gid_t
+        public init(name: String?, uid: uid_t, gid: gid_t) {
+            self.name = name
+            self.uid = uid
+            self.gid = gid
+        }
     }
 
     /// getpwnam_r(3): the user named `name`; nil when there is none.

@@ -20,13 +20,14 @@ struct UsageError: Error {
 }
 
 enum Command: String, CaseIterable {
-    case validate, plan, up, down, status, list, message, metrics, help
+    case validate, plan, up, exec, down, status, list, message, metrics, help
 
     var usage: String {
         switch self {
         case .validate: "tunnelgate validate CONFIG"
         case .plan: "tunnelgate plan CONFIG [--netns NS]"
         case .up: "tunnelgate up CONFIG [--netns NS] [--detach] [--restart POLICY]"
+        case .exec: "tunnelgate exec CONFIG [--user USER] -- CMD [ARGS...]"
         case .down: "tunnelgate down NAME [--netns NS] [--keep-kill-switch]"
         case .status: "tunnelgate status [NAME] [--netns NS] [--json]  |  tunnelgate status NAME [--netns NS] --watch"
         case .list: "tunnelgate list [--json]"
@@ -41,6 +42,7 @@ enum Command: String, CaseIterable {
         case .validate: "Check a configuration; print every problem with its key path."
         case .plan: "Print the kernel changes `up` would make. Changes nothing."
         case .up: "Apply a configuration, verify it, and keep the tunnel up."
+        case .exec: "Run one command in a namespace of its own behind the tunnel; remove everything when it ends."
         case .down: "Stop a tunnel and remove everything it created (also after a crash)."
         case .status: "Show tunnels of this network namespace: state, interface, routes, counters, the runtime's own status."
         case .list: "List the configured tunnels and the running tunnels of every network namespace."
@@ -75,12 +77,14 @@ enum Command: String, CaseIterable {
         case .list:
             text += "\nOPTIONS:\n  --json          Machine-readable output.\n"
             text += "\nConfigured: the names in /etc/tunnelgate (NAME.json, NAME.conf) and\n/etc/wireguard (NAME.conf), with the namespaces each runs in. Running: the\ntunnels of this namespace and of every named namespace (/run/netns) with\ntunnel state, also those put there with `up --netns NS`. Changes nothing.\n"
+        case .exec:
+            text += CommandLine.execHelpText
         case .metrics:
             text += metricsHelpText
         case .help:
             break
         }
-        if self == .validate || self == .plan || self == .up { text += configurationNameHelp }
+        if self == .validate || self == .plan || self == .up || self == .exec { text += configurationNameHelp }
         text += "\nRun inside a network namespace with `ip netns exec NS tunnelgate …`.\n"
         return text
     }
@@ -150,11 +154,15 @@ extension CommandLine {
         if first == "--version" { print(version); return ExitCode.success }
         // The packet plane: started by the engine into its sandbox, never by a user (not in the help).
         if first == "plane" { return PacketPlane.main(Array(arguments.dropFirst())) }
+        // `exec`'s command, entering its namespace: started by `tunnelgate exec` only (not in the help).
+        if first == "exec-enter" { return execEnter(Array(arguments.dropFirst())) }
         guard let command = Command(rawValue: first) else {
             throw UsageError(message: "unknown subcommand '\(first)'", command: nil)
         }
         var rest = Array(arguments.dropFirst())
-        if rest.contains("-h") || rest.contains("--help") {
+        // exec's command has options of its own: only those before `--` are tunnelgate's.
+        let own = command == .exec ? Array(rest.prefix(while: { $0 != "--" })) : rest
+        if own.contains("-h") || own.contains("--help") {
             print(command.help, terminator: "")
             return ExitCode.success
         }
@@ -186,6 +194,12 @@ extension CommandLine {
             let config = try takePositional(&rest, "CONFIG", command)
             try noMore(rest, command)
             return try up(try ConfigurationName.resolve(config, command: command), netns: netns, detach: detach, readyFD: readyFD, restart: restart)
+        case .exec:
+            var (own, cmd) = try splitExec(rest)
+            let user = try takeOption(&own, "--user", command)
+            let config = try takePositional(&own, "CONFIG", command)
+            try noMore(own, command)
+            return try exec(try ConfigurationName.resolve(config, command: command), user: user, command: cmd)
         case .down:
             let netns = try takeNamespace(&rest, command)
             let keep = takeFlag(&rest, "--keep-kill-switch")

@@ -308,6 +308,16 @@ extension CommandLine {
     /// Starts `tunnelgate up CONFIG --ready-fd 3` in its own session and waits
     /// until it reports the tunnel applied and verified, or its error.
     static func spawnDetached(_ path: String, netns: NamespaceReference?, restart: String?, settings: TunnelSettings) throws -> Int32 {
+        let started = try startEngine(path, netns: netns, restart: restart, settings: settings)
+        print("\(started.summary); running in the background as pid \(started.pid)")
+        return ExitCode.success
+    }
+
+    /// The engine of `up --detach` and `exec`: `tunnelgate up CONFIG --ready-fd 3` in a session of its
+    /// own, its output appended to the tunnel's log; returns once it has written `ready SUMMARY` (the
+    /// settings applied and verified), or throws its `error …` line.
+    static func startEngine(_ path: String, netns: NamespaceReference?, restart: String?,
+                            settings: TunnelSettings) throws -> (pid: Int32, summary: String) {
         // Both ends blocking: the child writes its one line, this process waits for it.
         let (readEnd, writeEnd) = try FileDescriptor.pipe()
         defer { readEnd.close() }
@@ -341,10 +351,7 @@ extension CommandLine {
             reply += chunk[0..<count]
         }
         let text = String(decoding: reply, as: UTF8.self)
-        if text.hasPrefix("ready ") {
-            print("\(text.dropFirst(6)); running in the background as pid \(pid)")
-            return ExitCode.success
-        }
+        if text.hasPrefix("ready ") { return (pid, String(text.dropFirst(6))) }
         // The raw wait status, as waitpid(2) gives it.
         let status: Int32 = switch (try? ProcessControl.wait(for: pid)) ?? nil {
         case .exited(let code): code << 8
