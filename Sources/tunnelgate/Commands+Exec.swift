@@ -15,18 +15,18 @@ extension CommandLine {
       CMD [ARGS...]   The command, after `--`, found on PATH as the user it runs as.
 
     OPTIONS:
-      --user USER     Run CMD as USER (a name or a uid). Default: the user sudo was run by
-                      (SUDO_UID, SUDO_GID), else the caller.
+      --user USER     Run CMD as USER (a name or a uid). Default: the user sudo was
+                      run by (SUDO_UID, SUDO_GID), else the caller.
 
-    Makes a network namespace of its own (tgexec-NAME-PID under /run/netns), brings the
-    tunnel up in it in isolate mode (as `up CONFIG --netns NS`: the namespace reaches
-    nothing but the tunnel, whose DNS servers are in the namespace's own resolv.conf,
-    /etc/netns/NS/resolv.conf, mounted over /etc/resolv.conf for CMD as `ip netns exec`
-    does), and runs CMD there. SIGINT, SIGTERM and SIGHUP are passed on to CMD. When CMD
-    exits, whatever it left running in the namespace is killed, the tunnel is taken down,
-    and the namespace and its files are removed. Exits with CMD's status (128+N when a
-    signal N ended it), 1 when the tunnel could not be brought up, 127 when CMD could
-    not be run.
+    Makes a network namespace of its own (tgexec-NAME-PID under /run/netns), brings
+    the tunnel up in it in isolate mode (as `up CONFIG --netns NS`: the namespace
+    reaches nothing but the tunnel), and runs CMD there as `ip netns exec` would,
+    with the namespace's own resolv.conf (/etc/netns/NS/resolv.conf, the tunnel's
+    DNS servers) over /etc/resolv.conf. SIGINT, SIGTERM and SIGHUP are passed on to
+    CMD. When CMD exits, whatever it left running in the namespace is killed, the
+    tunnel is taken down, and the namespace and its files are removed. Exits with
+    CMD's status (128+N when signal N ended it), 1 when the tunnel could not be
+    brought up, 127 when CMD could not be run.
 
     """
 
