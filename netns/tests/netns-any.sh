@@ -16,7 +16,8 @@
 # /proc/P/ns/net; refusals (a file that is no namespace, a mount namespace, a gone process, a bad form)
 # naming the argument and changing nothing; down by path; then the holder killed with the tunnel up:
 # the tunnel ends by itself, C as before, no tunnelgate process, status in C says why; the same for a
-# bind-mounted namespace file removed (umount + rm) and for `ip netns del` of a name.
+# bind-mounted namespace file removed (umount + rm) and for `ip netns del` of a name; `ip netns del` of a
+# name with a process still inside ends the tunnel but keeps the namespace's kill switch until `down`.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../containers.sh"
@@ -181,6 +182,29 @@ ip netns del "$named"
 wait_for "ip netns del NAME: the tunnel ends by itself" 15 tg_no_tunnel_process "$NS_C"
 check_fails "... and /etc/netns/NAME is gone" test -e "/etc/netns/$named"
 check_match "status tga2 in C says why" "its namespace file /run/netns/$(tg_re "$named") was removed" "$(in_c "$TG" status tga2 2>&1)"
+
+# --- A name removed while a process is still in the namespace: the kill switch stays ------------------------
+kept=${NS_C%-C}-K
+ip netns add "$kept" && TG_NAMESPACES+=("$kept")
+ip netns exec "$kept" sleep 280 &
+K=$!
+HOLDERS+=("$K")
+wait_for "a process runs in $kept" 5 bash -c "[ \"\$(readlink /proc/$K/ns/net)\" = \"net:[\$(stat -L -c %i /run/netns/$kept)]\" ]"
+tg_run in_c "$TG" up "$TUNNELS/tga3.conf" --netns "$kept" --detach
+check_rc "up tga3.conf --netns NAME (a process in it) --detach" 0
+ip netns del "$kept"
+wait_for "ip netns del NAME with a process inside: the tunnel ends" 15 tg_no_tunnel_process "$NS_C"
+check "... but the namespace's kill switch stays while the process is in it" \
+  nsenter --net="/proc/$K/ns/net" nft list table inet tunnelgate-tga3
+check_eq "... and the tunnel's interface is gone" 0 "$(nsenter --net="/proc/$K/ns/net" ip -o link show | grep -c tga3)"
+check_match "status tga3 in C says why" "its namespace file /run/netns/$(tg_re "$kept") was removed" "$(in_c "$TG" status tga3 2>&1)"
+check_match "status --netns pid:K shows what stays, and how to remove it" 'residue|kill switch' \
+  "$(in_c "$TG" status tga3 --netns "pid:$K" 2>&1)"
+tg_run in_c "$TG" down tga3 --netns "pid:$K"
+check_rc "down tga3 --netns pid:K removes it" 0
+check_fails "... the kill switch is gone" nsenter --net="/proc/$K/ns/net" nft list table inet tunnelgate-tga3
+kill "$K"
+
 wait_for "pe0 is gone" 5 bash -c "! ip -n $NS_C link show dev pe0 >/dev/null 2>&1"
 tg_snapshot "$NS_C" "$TG_TMP/c-end"
 check_same_snapshot "at the end: C is as before" "$TG_TMP/c-base" "$TG_TMP/c-end"
