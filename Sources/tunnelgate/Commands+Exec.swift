@@ -129,7 +129,9 @@ extension CommandLine {
         }
         let termination = (try? ProcessControl.wait(for: child)) ?? nil
         if tunnelEnded {
-            throw Failure("\(settings.name): the tunnel ended before \(command[0]) did; see `tunnelgate status \(settings.name) --netns \(name)`")
+            // Read before the namespace and its state go.
+            let reason = (try? Engine(readOnly: true, namespace: namespace))?.lastDisconnectError(settings.name)
+            throw Failure("\(settings.name): the tunnel ended before \(command[0]) did" + (reason.map { ": \($0)" } ?? ""))
         }
         switch termination {
         case .exited(let code)?: return code
