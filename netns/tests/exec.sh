@@ -11,7 +11,8 @@
 # tunnel (the peer's RX grows, R counts nothing but carriers, its route is the TUN); its /etc/resolv.conf
 # names the tunnel's server, and a lookup through it is answered from the tunnel's address; exit 7 gives
 # 7; after it ends, and after SIGTERM to tunnelgate mid-run (passed on to CMD: 143), no namespace, no
-# /etc/netns directory, no state directory, no process and no WireGuard socket is left, and C is as before.
+# /etc/netns directory, no state directory, no process and no WireGuard socket is left, and C is as before;
+# the tunnel's engine SIGKILLed under the command: the command is stopped, exec exits 1, nothing is left.
 # Refused before anything is made: no `--`, an unknown user, a bad configuration.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
@@ -130,6 +131,22 @@ wait_for "after SIGTERM: nothing left" 10 nothing_left
 check_fails "no state directory left for the namespace" test -e "/run/tunnelgate/net-$inode"
 check_eq "no process left of CMD (sleep 280 as uid 65534)" "" "$(pgrep -u 65534 -f 'sleep 280')"
 check_fails "WireGuard's API socket of tgx3 is gone" test -e /var/run/wireguard/tgx3.sock
+
+# --- The tunnel's engine killed under the command ----------------------------------------------------------
+nsenter --net="/run/netns/$NS_C" "$TG" exec "$TUNNELS/tgx3.conf" --user 65534 -- sleep 280 >"$TG_TMP/kill.out" 2>"$TG_TMP/kill.err" &
+EXEC_PIDS=$!
+wait_for "the exec namespace exists" 15 find_ns
+wait_for "its tunnel is connected" 15 bash -c "nsenter --net=/run/netns/$NS_C $TG status tgx3 --netns $ens | grep -q 'tgx3: connected'"
+engine=$(nsenter --net="/run/netns/$NS_C" "$TG" status tgx3 --netns "$ens" --json | jq -r .pid)
+check "the tunnel's engine is a tunnelgate process ($engine)" test "$(readlink "/proc/$engine/exe")" = "$(readlink -f "$TG")"
+kill -KILL "$engine"
+wait "$EXEC_PIDS"
+rc=$?
+check_eq "the engine killed: tunnelgate exec stops the command and fails" 1 "$rc"
+check_match "... saying the tunnel ended before the command" 'the tunnel ended before sleep did' "$(cat "$TG_TMP/kill.err")"
+wait_for "after it: nothing left (the dead engine's residue removed from its journal)" 10 nothing_left
+check_eq "no process left of CMD" "" "$(pgrep -u 65534 -f 'sleep 280')"
+
 tg_snapshot "$NS_C" "$TG_TMP/c-after"
 check_same_snapshot "C is as before" "$TG_TMP/c-before" "$TG_TMP/c-after"
 
