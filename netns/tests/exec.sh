@@ -105,6 +105,9 @@ _tg_leak_settle
 check_eq "exec: nothing but the carriers (and C's own MLD reports) left C while CMD ran" "" \
   "$(tg_leak_tuples all | grep -v ' -> ff02::16 mld2-listener-report')"
 wait_for "after CMD: nothing left" 10 nothing_left
+check_eq "CMD reads tunnelgate's standard input" "through the tunnel" \
+  "$(echo "through the tunnel" | in_c "$TG" exec "$TUNNELS/tgx2.conf" --user 65534 -- cat 2>/dev/null)"
+wait_for "after it: nothing left" 10 nothing_left
 tg_run in_c "$TG" exec "$TUNNELS/tgx2.conf" -- tg-no-such-command
 check_rc "a command that is not found: 127" 127
 wait_for "after it: nothing left" 10 nothing_left
