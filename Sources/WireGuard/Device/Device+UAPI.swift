@@ -16,7 +16,10 @@ extension WireGuardDevice {
                                    + "the tunnel's carrier identity, which Tunnelgate sets")
         }
         if let port = change.listenPort, port != bind.port {
-            do throws(BindError) { try bind.rebind(port: port) } catch {
+            // The handshake thread sends cookie replies on these sockets: not while they are replaced.
+            let result = gate?.sendLock.withLock { _ in Result { () throws(BindError) in try bind.rebind(port: port) } }
+                ?? Result { () throws(BindError) in try bind.rebind(port: port) }
+            if case .failure(let error) = result {
                 throw UAPI.Failure(errno: error.errno.rawValue, description: error.description)
             }
         }
@@ -31,7 +34,7 @@ extension WireGuardDevice {
             }
             privateKey = newKey
             publicKey = newKey.publicKey
-            cookies = CookieGenerator(localPublic: publicKey, now: now)
+            gate?.rekey(publicKey: publicKey, now: now)
             for peer in peers.values {
                 unregister(peer)
                 peer.clearKeys()

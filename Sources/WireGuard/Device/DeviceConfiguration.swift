@@ -51,6 +51,8 @@ public struct DeviceCounters: Sendable, Equatable {
     /// Handshake messages with a valid MAC2 dropped under load because their source address's bucket
     /// was empty (HandshakeRateLimiter).
     public var dropsSourceRate: UInt64 = 0
+    /// Handshake messages dropped because the handshake thread's queue was full (a flood outran it).
+    public var dropsHandshakeQueue: UInt64 = 0
     public var dropsUnknownIndex: UInt64 = 0, dropsExpiredSession: UInt64 = 0
     public var dropsAuthentication: UInt64 = 0, dropsReplay: UInt64 = 0
     public var dropsMalformedPacket: UInt64 = 0, dropsSpoofedSource: UInt64 = 0
@@ -72,7 +74,7 @@ public struct DeviceCounters: Sendable, Equatable {
             ("dropsNoPeer", dropsNoPeer), ("dropsNoEndpoint", dropsNoEndpoint), ("dropsStagedOverflow", dropsStagedOverflow),
             ("dropsMalformedDatagram", dropsMalformedDatagram), ("dropsMAC", dropsMAC), ("dropsHandshake", dropsHandshake),
             ("dropsUnknownPeer", dropsUnknownPeer), ("dropsReplayedInitiation", dropsReplayedInitiation),
-            ("dropsInitiationRate", dropsInitiationRate), ("dropsSourceRate", dropsSourceRate), ("dropsUnknownIndex", dropsUnknownIndex),
+            ("dropsInitiationRate", dropsInitiationRate), ("dropsSourceRate", dropsSourceRate), ("dropsHandshakeQueue", dropsHandshakeQueue), ("dropsUnknownIndex", dropsUnknownIndex),
             ("dropsExpiredSession", dropsExpiredSession), ("dropsAuthentication", dropsAuthentication),
             ("dropsReplay", dropsReplay), ("dropsMalformedPacket", dropsMalformedPacket),
             ("dropsSpoofedSource", dropsSpoofedSource), ("sendErrors", sendErrors), ("tunWriteErrors", tunWriteErrors),
