@@ -156,6 +156,15 @@ extension CommandLine {
         if first == "plane" { return PacketPlane.main(Array(arguments.dropFirst())) }
         // `exec`'s command, entering its namespace: started by `tunnelgate exec` only (not in the help).
         if first == "exec-enter" { return execEnter(Array(arguments.dropFirst())) }
+        // The drop-in for wireguard-go (docs/wireguard.md): its own usage, not a configuration's.
+        if first == "wireguard" {
+            let rest = Array(arguments.dropFirst())
+            if rest.contains("-h") || rest.contains("--help") { print("Usage: \(wireGuardUsage)"); return ExitCode.success }
+            do { return try wireGuard(rest) } catch let error as WireGuardUsage {
+                printError("Error: \(error.description)")
+                return ExitCode.usage
+            }
+        }
         guard let command = Command(rawValue: first) else {
             throw UsageError(message: "unknown subcommand '\(first)'", command: nil)
         }

@@ -93,25 +93,32 @@ for lib in libc6 libmnl0 libnftnl11 libsodium23 libsystemd0 libseccomp2; do
   check_match "Depends: names $lib" "(^|, )$lib( |,|$)" "$depends"
 done
 check_no_match "Depends: names no Swift toolchain or runtime package" 'swift' "$depends"
-# ip(8) and nft(8) are not dependencies because nothing in the binary runs them: the only process the
-# linked modules start is tunnelgate itself (/proc/self/exe, for --detach). The primitives that start
-# processes are defined in LinuxSystem and the shims (ProcessControl.spawn…, replaceProcess,
-# CTunnelgateShims_spawn…/exec…); every other linked module is searched for calls of them and of libc's
-# own (posix_spawn, fork, exec*, popen; system(3) only with a literal: Gateway has a helper so named).
+# ip(8) and nft(8) are not dependencies because nothing in the binary runs them: the programs the linked
+# modules start are tunnelgate itself (/proc/self/exe: `up --detach`, `exec`'s command entering its
+# namespace through `exec-enter`, the detached `tunnelgate wireguard`) and, only for `--netns
+# podman:NAME`, the user's own podman (`podman inspect`; Podman has no daemon to ask). The primitives
+# that start processes are defined in LinuxSystem and the shims (ProcessControl.spawn…, capture,
+# replaceProcess, CTunnelgateShims_spawn…/exec…); every other linked module is searched for calls of them
+# and of libc's own (posix_spawn, fork, exec*, popen; system(3) only with a literal).
 modules=$(sed -n 's|.*/release/\([^/]*\)\.build/.*|\1|p' "$TG_ROOT/.build/release/tunnelgate.product/Objects.LinkFileList" | sort -u)
 spawns=""
 for m in $modules; do
   [ -d "$TG_ROOT/Sources/$m" ] && [ "$m" != LinuxSystem ] && [ "$m" != CTunnelgateShims ] || continue
-  spawns+=$(cd "$TG_ROOT" && grep -rnE '(^|[^.A-Za-z0-9_])((ProcessControl\.(spawn[A-Za-z]*|replaceProcess)|CTunnelgateShims_(spawn|exec)[a-z_]*|posix_spawnp?|fork|vfork|execv[pe]*|execl[pe]*|popen)\(|system\(")' \
+  spawns+=$(cd "$TG_ROOT" && grep -rnE '(^|[^.A-Za-z0-9_])((ProcessControl\.(spawn[A-Za-z]*|capture|replaceProcess)|CTunnelgateShims_(spawn|exec)[a-z_]*|posix_spawnp?|fork|vfork|execv[pe]*|execl[pe]*|popen)\(|system\(")' \
     "Sources/$m" ; true)
   spawns+=$'\n'
 done
-check_eq "the binary's modules start one program: Commands.swift's ProcessControl.spawnDetached" \
-  "Sources/tunnelgate/Commands.swift" "$(printf '%s\n' "$spawns" | grep . | cut -d: -f1 | sort -u)"
-check_match "… and that program is tunnelgate itself (/proc/self/exe)" 'let executable = "/proc/self/exe"' \
+check_eq "the binary's modules start programs in four places only" \
+  "$(printf '%s\n' Sources/Session/NamespaceReference+Open.swift Sources/tunnelgate/Commands+Exec.swift Sources/tunnelgate/Commands+WireGuard.swift Sources/tunnelgate/Commands.swift)" \
+  "$(printf '%s\n' "$spawns" | grep . | cut -d: -f1 | sort -u)"
+check_match "… Commands.swift's is tunnelgate itself (/proc/self/exe)" 'let executable = "/proc/self/exe"' \
   "$(cat "$TG_ROOT/Sources/tunnelgate/Commands.swift")"
+check_match "… and so are exec's and wireguard's" '"/proc/self/exe", "exec-enter"' "$(cat "$TG_ROOT/Sources/tunnelgate/Commands+Exec.swift")"
+check_match "… wireguard's detached device is tunnelgate itself too" 'spawnDetached\("/proc/self/exe", \["tunnelgate", "wireguard"' "$(cat "$TG_ROOT/Sources/tunnelgate/Commands+WireGuard.swift")"
+check_match "… and the namespace reference's is podman inspect, nothing else" '^\["podman", "inspect"' \
+  "$(grep -oE 'capture\(\[.*' "$TG_ROOT/Sources/Session/NamespaceReference+Open.swift" | sed 's/^capture(//')"
 files=$(dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|; s|/$||' | grep -vx '')
-for f in /usr/sbin/tunnelgate /usr/lib/systemd/system/tunnelgate@.service /usr/lib/systemd/system/tunnelgate-netns@.service \
+for f in /usr/sbin/tunnelgate /usr/sbin/tunnelgate-wireguard /usr/lib/systemd/system/tunnelgate@.service /usr/lib/systemd/system/tunnelgate-netns@.service \
   /usr/share/man/man8/tunnelgate.8.gz /usr/share/man/man5/tunnelgate.json.5.gz \
   /usr/share/bash-completion/completions/tunnelgate /usr/share/zsh/vendor-completions/_tunnelgate \
   /usr/lib/tunnelgate/libTunnelgateExampleRuntime.so /etc/tunnelgate; do

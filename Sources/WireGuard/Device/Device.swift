@@ -325,6 +325,13 @@ public final class WireGuardDevice: @unchecked Sendable {
                 published.withLock { $0.failure = "\(error)" }
                 return
             }
+            // A TUN whose interface was deleted reports an error forever: the device ends (as
+            // wireguard-go does when its interface goes), instead of spinning on it.
+            if !poll.events(at: 0).intersection([.error, .hangUp, .invalid]).isEmpty {
+                published.withLock { $0.failure = "the TUN interface is gone" }
+                log("the TUN interface is gone; the device stops")
+                return
+            }
             let woken = !poll.events(at: 4).isEmpty
             if woken {
                 if stopping.load(ordering: .acquiring) { return }
