@@ -10,8 +10,8 @@
 public struct TCPSegmentation: Equatable, Sendable {
     /// IPv6 (else IPv4).
     public let isIPv6: Bool
-    /// Where the TCP header starts: the IP header's length (IPv4 options included; IPv6 without
-    /// extension headers).
+    /// Where the TCP header starts: the IP header's length (IPv4 options included; IPv6 extension
+    /// headers included).
     public let tcpOffset: Int
     /// The IP and TCP headers (options included): what every segment starts with.
     public let headerLength: Int
@@ -27,7 +27,7 @@ public struct TCPSegmentation: Equatable, Sendable {
 
     /// The plan for `packet` (what followed `header` in the TUN read), or nil when they do not
     /// describe a TCP super-packet Tunnelgate can cut: the IP version or protocol disagrees with
-    /// the GSO type, an IPv6 extension header, a header beyond the packet, gso_size 0, a checksum
+    /// the GSO type, an IPv6 extension header it cannot carry (`tcpOffsetIPv6`), a header beyond the packet, gso_size 0, a checksum
     /// position other than TCP's, or segments longer than `maxSegmentLength` (the MTU).
     public init?(header: VirtioNetHeader, packet: UnsafeRawBufferPointer, maxSegmentLength: Int) {
         let count = packet.count
@@ -43,9 +43,9 @@ public struct TCPSegmentation: Equatable, Sendable {
             tcpOffset = ipHeaderLength
             addressSum = InternetChecksum.add(UnsafeRawBufferPointer(start: base + 12, count: 8))
         case .tcpv6?:
-            guard version == 6, count >= 40, packet[6] == Self.tcp else { return nil }
+            guard version == 6, count >= 40, let offset = Self.tcpOffsetIPv6(packet) else { return nil }
             isIPv6 = true
-            tcpOffset = 40
+            tcpOffset = offset
             addressSum = InternetChecksum.add(UnsafeRawBufferPointer(start: base + 8, count: 32))
         default:
             return nil
@@ -60,6 +60,30 @@ public struct TCPSegmentation: Equatable, Sendable {
         segmentSize = Int(header.gsoSize)
         payloadLength = count - headerLength
         guard headerLength + min(segmentSize, payloadLength) <= maxSegmentLength else { return nil }
+    }
+
+    /// Where TCP starts in an IPv6 packet: after the fixed header and the extension headers every
+    /// segment carries unchanged (hop-by-hop options, destination options, and a routing header with
+    /// no segments left, so the pseudo-header's destination is the packet's own). nil for anything
+    /// else before TCP (a fragment header, AH, ESP, a routing header still to be processed, an unknown
+    /// header), a header beyond the packet, or more than 8 of them.
+    static func tcpOffsetIPv6(_ packet: UnsafeRawBufferPointer) -> Int? {
+        var next = packet[6], offset = 40
+        for _ in 0..<8 {
+            if next == Self.tcp { return offset }
+            guard offset + 8 <= packet.count else { return nil }
+            switch next {
+            case 0, 60:  // hop-by-hop options, destination options
+                break
+            case 43:     // routing: only one whose segments are all done
+                guard packet[offset + 3] == 0 else { return nil }
+            default:
+                return nil
+            }
+            next = packet[offset]
+            offset += (Int(packet[offset + 1]) + 1) * 8
+        }
+        return nil
     }
 
     /// How many segments (at least one).

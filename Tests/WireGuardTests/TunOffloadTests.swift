@@ -83,6 +83,60 @@ final class TunOffloadTests: XCTestCase {
     func testIPv4SuperPacketBecomesSegments() throws { try checkSegmentation(v6: false) }
     func testIPv6SuperPacketBecomesSegments() throws { try checkSegmentation(v6: true) }
 
+    /// An IPv6 TCP super-packet with extension headers before TCP (hop-by-hop options, destination
+    /// options, a routing header with no segments left) is cut like any other: every segment carries
+    /// them unchanged, its payload length and TCP checksum are its own. A fragment header, or a routing
+    /// header still to be processed (the pseudo-header's destination would be another), is not cut.
+    func testIPv6SuperPacketWithExtensionHeadersIsSegmented() throws {
+        let data = TestPackets.payload(4000)
+        let plain = TestPackets.tcpPacket(v6: true, payload: data, flags: TestPackets.ack | TestPackets.psh)
+        // Insert after the fixed header: hop-by-hop (8 bytes, PadN), destination options (16), routing
+        // type 4 with segments left 0 (8); the chain ends in TCP (6).
+        func withExtensions(_ routingSegmentsLeft: UInt8, fragment: Bool = false) -> [UInt8] {
+            var ext: [UInt8] = [60, 0, 1, 4, 0, 0, 0, 0]                            // hop-by-hop → dest opts
+            ext += [43, 1, 1, 12] + [UInt8](repeating: 0, count: 12)               // dest opts (16) → routing
+            ext += fragment ? [44, 0, 4, routingSegmentsLeft, 0, 0, 0, 0] + [6, 0, 0, 0, 0, 0, 0, 0]
+                            : [6, 0, 4, routingSegmentsLeft, 0, 0, 0, 0]           // routing (8) → TCP / fragment
+            var p = Array(plain[0..<40]) + ext + Array(plain[40...])
+            p[6] = 0  // next header: hop-by-hop
+            let payloadLength = p.count - 40
+            p[4] = UInt8(payloadLength >> 8); p[5] = UInt8(payloadLength & 0xFF)
+            return p
+        }
+        let packet = withExtensions(0)
+        let tcpOffset = 40 + 32
+        let headers = tcpOffset + 32
+        let header = VirtioNetHeader(flags: VirtioNetHeader.needsChecksum, gsoType: VirtioNetHeader.GSOType.tcpv6.rawValue,
+                                     headerLength: UInt16(headers), gsoSize: 1316, checksumStart: UInt16(tcpOffset), checksumOffset: 16)
+        guard case .segments(let plan) = Self.prepare(header, packet).0 else { return XCTFail("not segmented") }
+        XCTAssertEqual(plan.tcpOffset, tcpOffset)
+        let segments = Self.segments(plan, packet)
+        XCTAssertEqual(segments.count, 4)
+        var reassembled: [UInt8] = []
+        for (i, segment) in segments.enumerated() {
+            XCTAssertLessThanOrEqual(segment.count, 1420)
+            XCTAssertEqual(Array(segment[40..<tcpOffset]), Array(packet[40..<tcpOffset]), "segment \(i): the extension headers")
+            XCTAssertEqual(TestPackets.be16(segment, 4), segment.count - 40, "segment \(i): payload length")
+            XCTAssertTrue(Self.tcpChecksumVerifies(segment, tcpOffset: tcpOffset), "segment \(i): TCP checksum")
+            reassembled += segment[headers...]
+        }
+        XCTAssertEqual(reassembled, data)
+        for (why, bad) in [("a routing header with a segment left", withExtensions(1)), ("a fragment header", withExtensions(0, fragment: true))] {
+            let fragHeader = VirtioNetHeader(flags: VirtioNetHeader.needsChecksum, gsoType: VirtioNetHeader.GSOType.tcpv6.rawValue,
+                                             headerLength: 0, gsoSize: 1316, checksumStart: UInt16(bad.count > packet.count ? tcpOffset + 8 : tcpOffset),
+                                             checksumOffset: 16)
+            XCTAssertEqual(Self.prepare(fragHeader, bad).0, .malformed, why)
+        }
+    }
+
+    /// The TCP checksum of an IPv6 packet whose TCP starts at `tcpOffset` (after extension headers).
+    static func tcpChecksumVerifies(_ packet: [UInt8], tcpOffset: Int) -> Bool {
+        let segment = Array(packet[tcpOffset...])
+        let initial = TestPackets.pseudo(source: Array(packet[8..<24]), destination: Array(packet[24..<40]), protocol: 6,
+                                         length: segment.count)
+        return TestPackets.rfc1071(segment, initial: initial) == 0xFFFF
+    }
+
     func testSuperPacketOfExactMultipleAndOfOneSegment() {
         for (length, expected) in [(1368 * 2, 2), (1368, 1), (100, 1)] {
             let packet = TestPackets.tcpPacket(v6: false, payload: TestPackets.payload(length), flags: TestPackets.ack | TestPackets.psh)
