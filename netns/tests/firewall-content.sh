@@ -21,9 +21,7 @@
 # NetworkExtension provider host (tunnelgate-provider-example, CountingTunnelProvider), until SIGTERM.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
+tg_begin
 
 ip netns exec "$NS_R" nft -f - <<EOT || tg_bail "nft: counters in R"
 table inet watch {
@@ -243,8 +241,10 @@ check_ping "after down: $INCLUDED4 is reachable directly again" "$NS_C" "$INCLUD
 PROVIDER=${TG_PROVIDER_EXAMPLE:-$TG_ROOT/.build/debug/tunnelgate-provider-example}
 if [ -x "$PROVIDER" ]; then
   mkdir -p "/etc/netns/$NS_C"
-  trap 'rm -rf "/etc/netns/$NS_C"; tg_topology_down' EXIT
+  tg_defer rm -rf "/etc/netns/$NS_C"
   printf 'nameserver %s\n' "$R_C0_4" >"/etc/netns/$NS_C/resolv.conf"
+  # The state before the host, with the namespace's own resolv.conf (the snapshot compares it too).
+  tg_snapshot "$NS_C" "$TG_TMP/before-provider"
   ip netns exec "$NS_C" env TG_NE_REMOTE="$CARRIER4" TG_NE_DNS=10.8.0.1 \
     "$PROVIDER" --provider counting --include-all-networks >"$TG_TMP/provider.log" 2>&1 &
   provider_pid=$!
@@ -264,8 +264,8 @@ if [ -x "$PROVIDER" ]; then
   wait "$provider_pid"
   check_eq "[provider] ... cleanly (exit 0)" 0 "$?"
   tg_snapshot "$NS_C" "$TG_TMP/after-provider"
-  check_same_snapshot "[provider] after the host stopped C's kernel state equals the state before the first up" \
-    "$TG_TMP/before" "$TG_TMP/after-provider"
+  check_same_snapshot "[provider] after the host stopped C's kernel state (and resolv.conf) equals the state before it started" \
+    "$TG_TMP/before-provider" "$TG_TMP/after-provider"
 else
   tg_fail "the example provider host is built at $PROVIDER" "build it with: swift build"
 fi

@@ -9,9 +9,7 @@
 #   X (a second container, eth0 to R)             ──▶  isolated at the same time behind its own tunnel
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
+tg_begin
 
 cfg=$TG_TMP/iso.json
 cat >"$cfg" <<CFG

@@ -9,9 +9,7 @@
 # process is SIGKILLed, that counter must not move; after `down` traffic flows again.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
+tg_begin
 
 # --- the leak counter in R ------------------------------------------------------------------------------
 ip netns exec "$NS_R" nft -f - <<EOT || tg_bail "nft: leak counter in R"
