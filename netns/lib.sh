@@ -417,10 +417,19 @@ tg_topology_up() {
     TG_NAMESPACES+=("$ns")
   done <<<"$out"
   export NS_C NS_R NS_L NS_I
+  TG_C_DEFAULT4=$(ip -n "$NS_C" -4 route show default)
+  TG_C_DEFAULT6=$(ip -n "$NS_C" -6 route show default)
   for ns in "$NS_C" "$NS_R" "$NS_L" "$NS_I"; do
     _tg_poll 10 _tg_settled "$ns" || tg_bail "topology: links of $ns settle within 10 s" \
       "$(ip -n "$ns" addr show 2>&1)"
   done
+}
+
+# tg_c_default_route FAMILY(4|6): C's default route of FAMILY as the topology made it (via R over eth0;
+# the lab adds it proto static onlink), put back after a scenario deleted or moved it.
+tg_c_default_route() {
+  # shellcheck disable=SC2086 # the words of `ip route show` when the topology came up
+  ip -n "$NS_C" "-$1" route replace $([ "$1" = 4 ] && echo "$TG_C_DEFAULT4" || echo "$TG_C_DEFAULT6")
 }
 
 # tg_netns_add NAME: a namespace of the scenario's own beside the topology (lo up, DAD off, as the lab's

@@ -86,11 +86,8 @@ check_route "after the path moved, excluded $EXCLUDED4 leaves through eth1" "$NS
 check_route "after the path moved, $INCLUDED4 is still looked up into tg0" "$NS_C" "$INCLUDED4" tg0
 check "after the path moved C's marked packets reach carrier $CARRIER4 over eth1" ip netns exec "$NS_C" ping -n -c 1 -W 1 -m "$mark" "$CARRIER4"
 check "after the path moved C's marked packets reach carrier $CARRIER6 over eth1" ip netns exec "$NS_C" ping -n -c 1 -W 1 -m "$mark" "$CARRIER6"
-# The path back: the default routes as they were (words of `ip route show`, as the topology made them).
-# shellcheck disable=SC2086
-ip -n "$NS_C" -4 route replace $default4_before
-# shellcheck disable=SC2086
-ip -n "$NS_C" -6 route replace $default6_before
+tg_c_default_route 4
+tg_c_default_route 6
 check_route_marked "with the path back, the carrier packets to $CARRIER4 leave through eth0 again" "$NS_C" "$CARRIER4" "$mark" eth0
 
 tg_run ip netns exec "$NS_C" "$TG" down tg0

@@ -20,9 +20,8 @@ cat >"$cfg" <<CFG
  "carrierEndpoints": ["$CARRIER4"]}
 CFG
 # A second container, X, beside L: both are isolated at once, each behind its own tunnel.
-NS_X=${NS_L%-L}-X
-ip netns add "$NS_X" && TG_NAMESPACES+=("$NS_X")
-ip -n "$NS_X" link set lo up
+NS_X=${NS_L%-l}-x
+tg_netns_add "$NS_X"
 ip -n "$NS_X" link add eth0 type veth peer name x0 netns "$NS_R"
 ip -n "$NS_X" addr add 192.168.232.2/24 dev eth0
 ip -n "$NS_R" addr add 192.168.232.1/24 dev x0
