@@ -14,11 +14,7 @@
 # (1400 - 40 = 1360), where L sent 1460; R's kernel state is as before after down.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
-LIB=$TG_ROOT/.build/debug/libTunnelgateExampleRuntime.so
-[ -f "$LIB" ] || tg_bail "the example runtime is built at $LIB" "build it with: swift build --product TunnelgateExampleRuntime"
+tg_begin --runtime
 
 secret=$TG_TMP/secret
 printf 'gateway-forwarding-%s\n' "$RANDOM$RANDOM" >"$secret"
