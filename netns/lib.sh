@@ -364,11 +364,19 @@ tg_snapshot() {
   fi || { printf '# tg_snapshot %s: %s\n' "$ns" "$out" >"$file"; tg_fail "snapshot of $ns" "$out"; }
 }
 
-# check_same_snapshot DESC BEFORE AFTER: the two snapshots are equal (`tunnelgate-lab diff`); what differs
-# is shown section by section otherwise.
+# check_same_snapshot DESC BEFORE AFTER: the two snapshots are equal: tg_snapshot's by `tunnelgate-lab
+# diff` (what differs shown section by section), any other two files (a scenario's own listing of names
+# or files) by diff -u.
 check_same_snapshot() {
   local desc=$1 before=$2 after=$3 d
-  if d=$("$TG_LAB" diff "$before" "$after" 2>&1); then
+  local header='# tunnelgate-lab snapshot: '
+  if [ "$(head -c ${#header} "$before" 2>/dev/null)" == "$header" ] &&
+    [ "$(head -c ${#header} "$after" 2>/dev/null)" == "$header" ]; then
+    d=$("$TG_LAB" diff "$before" "$after" 2>&1)
+  else
+    d=$(diff -u "$before" "$after" 2>&1)
+  fi
+  if [ $? -eq 0 ]; then
     tg_pass "$desc"
   else
     tg_fail "$desc" "$d"

@@ -23,11 +23,7 @@
 # settings were applied), an up over the residue, the owner SIGKILLed, down of the residue, after down.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
-LIB=$TG_ROOT/.build/debug/libTunnelgateExampleRuntime.so
-[ -f "$LIB" ] || tg_bail "the example runtime is built at $LIB" "build it with: swift build --product TunnelgateExampleRuntime"
+tg_begin --runtime
 
 in_c() { ip netns exec "$NS_C" "$@"; }
 in_i() { ip netns exec "$NS_I" "$@"; }

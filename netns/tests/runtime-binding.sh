@@ -21,9 +21,7 @@
 # shellcheck disable=SC2016 # jq programs name their own $variables
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
+tg_begin
 
 # --- the variant, built from the example's sources ---------------------------------------------------
 cc=${CC:-$(command -v gcc || command -v cc || command -v clang || echo /opt/swift/usr/bin/clang)}
