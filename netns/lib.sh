@@ -157,9 +157,10 @@ tg_tmpdir() {
   tg_defer _tg_remove_tmp "$TG_TMP"
 }
 
-# _tg_remove_tmp DIR: removes DIR, and forgets it as $TG_TMP.
+# _tg_remove_tmp DIR: removes DIR (never across a mount point: a scenario may mount under it), and
+# forgets it as $TG_TMP.
 _tg_remove_tmp() {
-  rm -rf "$1"
+  rm -rf --one-file-system "$1"
   [ "$TG_TMP" != "$1" ] || TG_TMP=""
 }
 

@@ -19,23 +19,14 @@
 # it was.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_require_binary
-command -v wireguard-go >/dev/null && command -v wg >/dev/null \
-  || tg_bail "wireguard-go and wg(8) are installed" "install them with Scripts/setup.sh"
 
 TGW=tgw$((RANDOM % 100000))   # Tunnelgate's interface in C
 WGL=wgl$((RANDOM % 100000))   # wireguard-go's in L
 TGL=tgl$((RANDOM % 100000))   # Tunnelgate's in L (the Tunnelgate-to-Tunnelgate part)
 WGI=wgi$((RANDOM % 100000))   # a second wireguard-go peer, in I (the several-peers part)
-cleanup() {
-  rm -f "/var/run/wireguard/$TGW.sock" "/var/run/wireguard/$WGL.sock" "/var/run/wireguard/$TGL.sock" \
-    "/var/run/wireguard/$WGI.sock"
-  tg_topology_down
-}
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
-tg_topology_up
+tg_defer rm -f "/var/run/wireguard/$TGW.sock" "/var/run/wireguard/$WGL.sock" "/var/run/wireguard/$TGL.sock" \
+  "/var/run/wireguard/$WGI.sock"
+tg_begin --needs wireguard-go,wg
 
 umask 077
 wg genkey >"$TG_TMP/c.key"; wg pubkey <"$TG_TMP/c.key" >"$TG_TMP/c.pub"
