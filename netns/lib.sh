@@ -729,6 +729,20 @@ tg_lab_leaked() {
     END { print sum + 0 }'
 }
 
+# check_lab_not_reached DESC ADDRESS: since tg_lab_leaks_reset no packet from C to ADDRESS arrived at R
+# (as the lab's counters saw it); on failure its flows are listed.
+check_lab_not_reached() {
+  local desc=$1 address=$2 n
+  _tg_leak_settle
+  n=$(tg_lab_leaked "$address")
+  if [ "$n" -eq 0 ]; then
+    tg_pass "$desc"
+  else
+    tg_fail "$desc" "$n packets to $address arrived at R:" \
+      "$(tg_lab leaks show 2>&1 | grep -F -- "-> $address" | grep -v '^by-uid ')"
+  fi
+}
+
 # --- DNS servers ------------------------------------------------------------------------------------------
 
 # tg_dnsmasq NS ADDRESS [DNSMASQ-OPTION...]: a DNS server (dnsmasq, in the foreground of a background
