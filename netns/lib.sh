@@ -549,10 +549,11 @@ tg_require_lab() {
   [ -x "$LAB" ] || tg_bail "tunnelgate-lab is built at $LAB" "build it with: swift build"
 }
 
-# tg_secret_file TEXT: a file $TG_TMP/secret (mode 0600) holding TEXT, for a runtime's secret; prints its path.
+# tg_secret_file TEXT: a runtime's secret: the file $TG_TMP/secret holding TEXT, made owner-only from the
+# start (umask 077, never readable by others even for a moment); $secret is its path.
 tg_secret_file() {
-  (umask 077 && printf '%s\n' "$1" >"$TG_TMP/secret") || tg_bail "writing $TG_TMP/secret"
-  echo "$TG_TMP/secret"
+  secret=$TG_TMP/secret
+  (umask 077 && printf '%s\n' "$1" >"$secret") || tg_bail "writing $secret"
 }
 
 # --- Tunnelgate ---------------------------------------------------------------------------------------

@@ -21,9 +21,7 @@ set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 tg_begin --runtime
 
-secret=$TG_TMP/secret
-printf 'carrier-secret-%s-%s\n' "$$" "$RANDOM" >"$secret"
-chmod 600 "$secret"
+tg_secret_file "carrier-secret-$$-$RANDOM"
 # The runtime runs in its packet plane, whose uid is the tunnel's carrier identity: its UDP socket is the
 # plane's, and the exemption rule (uidrange) lets it reach the carrier; checked below.
 

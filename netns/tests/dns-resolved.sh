@@ -25,9 +25,7 @@ set -uo pipefail
 . "$(dirname "$0")/../resolved-env.sh"
 tg_begin --runtime
 
-secret=$TG_TMP/secret
-printf 'dns-resolved scenario %s\n' "$$" >"$secret"
-chmod 600 "$secret"
+tg_secret_file "dns-resolved scenario $$"
 
 tg_dnsmasq "$NS_L" "$LAN4" --address=/#/198.18.33.33
 

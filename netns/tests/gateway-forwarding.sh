@@ -16,9 +16,7 @@ set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 tg_begin --runtime
 
-secret=$TG_TMP/secret
-printf 'gateway-forwarding-%s\n' "$RANDOM$RANDOM" >"$secret"
-chmod 600 "$secret"
+tg_secret_file "gateway-forwarding-$RANDOM$RANDOM"
 ip netns exec "$NS_R" sysctl -qw net.ipv4.ip_forward=0
 ip -n "$NS_I" addr add 198.19.77.1/32 dev lo
 

@@ -30,8 +30,7 @@ in_i() { ip netns exec "$NS_I" "$@"; }
 in_r() { ip netns exec "$NS_R" "$@"; }
 tg_c() { ip netns exec "$NS_C" "$TG" "$@"; }
 
-secret=$TG_TMP/secret
-(umask 077; printf 'leak-suite-secret-%s\n' "$RANDOM$RANDOM" >"$secret")
+tg_secret_file "leak-suite-secret-$RANDOM$RANDOM"
 
 # config FILE NAME ADDRESS BIND PEER INCLUDED4 INCLUDED6 [EXTRA-ARGS] [EXTRA-TOP] [MORE-CARRIERS]: a
 # tunnel hosting the example runtime (IP in UDP; runtime.sh); the IPv6 address is fd60::N for 10.60.0.N.

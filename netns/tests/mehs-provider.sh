@@ -18,9 +18,7 @@ LIB=$TG_ROOT/.build/debug/libTunnelgateExampleRuntime.so
 PROVIDER=$TG_ROOT/.build/debug/mehs-provider-example
 [ -f "$LIB" ] && [ -x "$PROVIDER" ] || tg_bail "the example runtime and mehs-provider-example are built" "swift build"
 
-secret=$TG_TMP/secret
-printf 'mehs %s\n' "$$" >"$secret"
-chmod 600 "$secret"
+tg_secret_file "mehs $$"
 cat >"$TG_TMP/tgb.json" <<CFG
 {"name": "tgb", "tunnelRemoteAddress": "$C_ETH0_4", "mtu": 1400,
  "ipv4Settings": {"addresses": ["198.18.0.2"], "subnetMasks": ["255.255.0.0"], "includedRoutes": ["198.18.0.0/16"]},

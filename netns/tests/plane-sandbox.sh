@@ -24,9 +24,7 @@ bash "$TG_ROOT/Tests/HostileRuntime/build.sh" "$TG_TMP/hostile" >/dev/null || tg
 HOSTILE=$TG_TMP/hostile/libhostile-runtime.so
 chmod 755 "$TG_TMP/hostile"
 
-secret=$TG_TMP/secret
-printf 'plane-sandbox-%s%s\n' "$RANDOM" "$RANDOM" >"$secret"
-chmod 600 "$secret"
+tg_secret_file "plane-sandbox-$RANDOM$RANDOM"
 # A root-only key file outside any hidden directory (uid isolation alone must keep it), and one in /tmp
 # (hidden from the plane by its private /tmp).
 KEY=/var/tmp/tg-plane-key-$$

@@ -36,9 +36,7 @@ check_eq "it exports MEHS's four names and its own app_message, no tunnelgate_ru
   "$(nm -D --defined-only "$VARIANT" | awk '$2 == "T" { print $3 }' | sort)"
 
 SECRET="binding-secret-$$-$RANDOM"
-secret=$TG_TMP/secret
-printf '%s\n' "$SECRET" >"$secret"
-chmod 600 "$secret"
+tg_secret_file "$SECRET"
 
 SYMBOLS='"symbols": {"start": "mehs_ios_runtime_start", "packetIn": "mehs_ios_runtime_packet_in",
                      "status": "mehs_runtime_status", "stop": "mehs_runtime_stop",

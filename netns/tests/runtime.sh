@@ -27,9 +27,7 @@ set -uo pipefail
 tg_begin --runtime
 
 SECRET="runtime-secret-$$-$RANDOM-do-not-leak"
-secret=$TG_TMP/secret
-printf '%s\n' "$SECRET" >"$secret"
-chmod 600 "$secret"
+tg_secret_file "$SECRET"
 # The pattern comes from a file, so that no command line of these checks carries the secret either.
 pattern=$TG_TMP/pattern
 printf '%s\n' "$SECRET" >"$pattern"
