@@ -31,8 +31,9 @@
 #                         └─────────────────────────────────┘
 #
 # The links are the lab's "uplink" (C eth0 - R c0), "uplink2" (C eth1 - R c1), "lan" and "inet": `tg_lab
-# impair uplink down` pulls C's cable upstream. C is the lab's client: the lab's leak counters (tg_lab_leaks,
-# check_lab_no_leaks) count what arrives at R from c0 and c1, and what leaves C's eth0 and eth1 by uid.
+# impair uplink down` pulls C's cable upstream. C is the lab's client: its leak counters (tg_lab_leaks_reset,
+# check_lab_no_leaks, check_lab_not_reached) count what arrives at R from c0 and c1, and by uid what leaves
+# C's eth0 and eth1.
 # Every address is a name below ($CARRIER4, $EXCLUDED6, $LAN4 …): scenarios use the names, not literals.
 # IPv6 addresses are nodad and DAD is off in every namespace, so no address is ever tentative and nothing
 # has to wait for DAD. Waits poll kernel state every 50 ms (wait_for); nothing sleeps a fixed time.
