@@ -33,8 +33,6 @@ show() {
   return "${PIPESTATUS[0]}"
 }
 die() { echo "demo: $*" >&2; exit 1; }
-# in_c CMD...: runs CMD inside the client namespace.
-in_c() { ip netns exec "$NS_C" "$@"; }
 # decide ADDR WHY: one line of the route decision table.
 decide() { printf '  %-18s %-32s -> %s\n' "$1" "$2" "$(route_dev "$NS_C" "$1")"; }
 
@@ -71,7 +69,6 @@ umask 077
 wg genkey >"$TG_TMP/client.key"; wg pubkey <"$TG_TMP/client.key" >"$TG_TMP/client.pub"
 wg genkey >"$TG_TMP/server.key"; wg pubkey <"$TG_TMP/server.key" >"$TG_TMP/server.pub"
 ip netns exec "$NS_I" env LOG_LEVEL=error wireguard-go "$WG_SERVER" >/dev/null 2>&1 || die "wireguard-go did not start"
-in_i() { ip netns exec "$NS_I" "$@"; }
 show in_i wg set "$WG_SERVER" private-key "$TG_TMP/server.key" listen-port 51820 \
   peer "$(cat "$TG_TMP/client.pub")" allowed-ips 10.8.0.2/32,fd00:8::2/128 || die "wg set failed"
 ip -n "$NS_I" addr add 10.8.0.1/24 dev "$WG_SERVER"

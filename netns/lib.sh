@@ -435,6 +435,12 @@ tg_topology_up() {
   done
 }
 
+# in_c CMD... (in_r, in_l, in_i): runs CMD inside that node's namespace.
+in_c() { ip netns exec "$NS_C" "$@"; }
+in_r() { ip netns exec "$NS_R" "$@"; }
+in_l() { ip netns exec "$NS_L" "$@"; }
+in_i() { ip netns exec "$NS_I" "$@"; }
+
 # tg_c_default_route FAMILY(4|6): C's default route of FAMILY as the topology made it (via R over eth0;
 # the lab adds it proto static onlink), put back after a scenario deleted or moved it.
 tg_c_default_route() {

@@ -22,8 +22,6 @@ tg_begin --needs wireguard-go,wg
 umask 077
 wg genkey >"$TG_TMP/c.key"; wg pubkey <"$TG_TMP/c.key" >"$TG_TMP/c.pub"
 wg genkey >"$TG_TMP/i.key"; wg pubkey <"$TG_TMP/i.key" >"$TG_TMP/i.pub"
-in_c() { ip netns exec "$NS_C" "$@"; }
-in_i() { ip netns exec "$NS_I" "$@"; }
 
 # The server: wireguard-go in I with the tunnel addresses 10.72.0.2 and fd72::2.
 in_i env LOG_LEVEL=error wireguard-go -f "$WGI" >>"$TG_TMP/wireguard-go.log" 2>&1 &

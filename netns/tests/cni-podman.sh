@@ -44,7 +44,6 @@ tg_defer failed_del_names_down
 tg_defer tg_containers_down
 TUNNELS=$TG_TMP/tunnels
 
-in_c() { ip netns exec "$NS_C" "$@"; }
 in_c sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
 for n in 30 31 32; do
   ip -n "$NS_R" route add "10.89.$n.0/24" via "$C_ETH0_4"

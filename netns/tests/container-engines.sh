@@ -22,7 +22,6 @@ set -uo pipefail
 tg_begin --no-binary --needs podman,dockerd
 tg_defer tg_containers_down
 
-in_c() { ip netns exec "$NS_C" "$@"; }
 in_c sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
 ip -n "$NS_R" route add 10.89.21.0/24 via "$C_ETH0_4"
 ip -n "$NS_R" route add 10.89.22.0/24 via "$C_ETH0_4"

@@ -25,9 +25,6 @@ set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 tg_begin --runtime
 
-in_c() { ip netns exec "$NS_C" "$@"; }
-in_i() { ip netns exec "$NS_I" "$@"; }
-in_r() { ip netns exec "$NS_R" "$@"; }
 tg_c() { ip netns exec "$NS_C" "$TG" "$@"; }
 
 tg_secret_file "leak-suite-secret-$RANDOM$RANDOM"

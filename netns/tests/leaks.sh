@@ -37,9 +37,6 @@ WGI=wgi$((RANDOM % 100000))   # wireguard-go's in I
 tg_defer rm -f "/var/run/wireguard/$TGW.sock" "/var/run/wireguard/$WGI.sock"
 tg_begin --needs wireguard-go,wg
 
-in_c() { ip netns exec "$NS_C" "$@"; }
-in_i() { ip netns exec "$NS_I" "$@"; }
-in_r() { ip netns exec "$NS_R" "$@"; }
 tg_c() { ip netns exec "$NS_C" env ${TG_ENV:-} "$TG" "$@"; }
 
 umask 077

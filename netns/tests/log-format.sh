@@ -17,7 +17,6 @@ set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 tg_begin
 
-in_c() { ip netns exec "$NS_C" "$@"; }
 STATE=""
 # json_lines FILE: every non-empty line of FILE is a log event as promised (a predicate; prints the bad ones).
 json_lines() {

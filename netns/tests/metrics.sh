@@ -32,8 +32,6 @@ WGM=wgm$((RANDOM % 100000))   # wireguard-go's in L
 tg_defer rm -f "/var/run/wireguard/$TGM.sock" "/var/run/wireguard/$WGM.sock"
 tg_begin --needs wireguard-go,wg,prometheus,promtool,curl,python3
 
-in_c() { ip netns exec "$NS_C" "$@"; }
-in_l() { ip netns exec "$NS_L" "$@"; }
 PORT=9587        # the collector's default
 PROM_PORT=9090
 T="tunnel=\"$TGM\""   # the tunnel's label matcher, for PromQL

@@ -43,8 +43,6 @@ printf '%s\n' "$SECRET" >"$TG_TMP/secret"
 printf '%s' "$SECRET" >"$TG_TMP/secret.text"
 chmod 600 "$TG_TMP/c.key" "$TG_TMP/psk" "$TG_TMP/secret"
 
-in_c() { ip netns exec "$NS_C" "$@"; }
-in_l() { ip netns exec "$NS_L" "$@"; }
 # The owners run with the process's working directory in $TG_TMP/cwd (where a core file would land),
 # without Swift's crash backtracer (it would read the process on SIGABRT), and without CAP_SYS_PTRACE,
 # which they do not need: so that a root process that lacks it too (a compromised service) is kept out

@@ -42,8 +42,6 @@ outputs=$TG_TMP/outputs   # everything tunnelgate printed, searched for the priv
 # re KEY: KEY as an extended regular expression matching itself (base64 has + and /).
 re() { printf '%s' "$1" | sed 's/[][\.*^$+?(){}|/]/\\&/g'; }
 run() { tg_run "$@"; printf '%s\n%s\n' "$TG_OUT" "$TG_ERR" >>"$outputs"; }
-in_c() { ip netns exec "$NS_C" "$@"; }
-in_l() { ip netns exec "$NS_L" "$@"; }
 
 # c_config [ENDPOINT] [EXTRA-PEER-LINES] [PEER-KEY]: C's wg-quick file.
 c_config() {
@@ -200,7 +198,6 @@ check_no_match "wg set removes it again" "$(re "$X_PUB")" "$(in_c wg show "$TGW"
 # packet, then a handshake flood. Tunnelgate must count them, answer the flood with cookie replies, and
 # keep working.
 port=$(c_status .listenPort)
-in_r() { ip netns exec "$NS_R" "$@"; }
 check "C listens on its configured port ($port)" test "$port" = 51821
 before=$(c_status .dropsMalformedDatagram)
 in_r python3 "$TG_ROOT/netns/tests/wireguard_garbage.py" garbage "$C_ETH0_4" "$port" >"$TG_TMP/garbage.out" 2>&1
