@@ -482,7 +482,7 @@ _tg_ns_empty() {
 # tg_netns_add), removes tunnelgate's state directory of each (it lives in the shared /run, keyed by the
 # namespace's inode, which the kernel reuses for later namespaces), then the namespaces: the lab's with
 # `tunnelgate-lab down` (their veths, /etc/netns files and the run's state go with them), the others with
-# ip netns del. Idempotent; safe at any point of tg_topology_up.
+# ip netns del; then $TG_TMP. Idempotent; safe at any point of tg_topology_up.
 tg_topology_down() {
   local ns state out
   for ns in "${TG_NAMESPACES[@]}"; do
@@ -501,6 +501,9 @@ tg_topology_down() {
     ip netns del "$ns" 2>/dev/null || echo "# tg_topology_down: ip netns del $ns failed" >&2
   done
   TG_NAMESPACES=()
+  # $TG_TMP goes too (later on the stack anyway), for a scenario that still ends with its own trap
+  # calling tg_topology_down.
+  [ -z "$TG_TMP" ] || _tg_remove_tmp "$TG_TMP"
 }
 
 # tg_trap_cleanup: nothing left to do (the EXIT, INT and TERM traps are set when lib.sh is sourced);
