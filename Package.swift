@@ -128,5 +128,6 @@ let package = Package(
         .testTarget(name: "MetricsTests", dependencies: ["Metrics", "Engine", "LinuxSystem", "TunnelgateSettings"]),
         .testTarget(name: "CNITests", dependencies: ["CNI", "TunnelgateSettings"]),
         .testTarget(name: "WireGuardTests", dependencies: ["WireGuard", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateTestSupport"]),
+        .testTarget(name: "PacketPlaneTests", dependencies: ["PacketPlane", "RuntimeABI", "TUN", "TunnelgateTestSupport"]),
     ]
 )

@@ -285,3 +285,5 @@ int CTunnelgateShims_keep_capabilities(uint64_t keep) {
     data[1].effective = data[1].permitted = (uint32_t)(keep >> 32);
     return (int)syscall(SYS_capset, &header, data);
 }
+
+pid_t CTunnelgateShims_gettid(void) { return (pid_t)syscall(SYS_gettid); }

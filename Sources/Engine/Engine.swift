@@ -47,6 +47,14 @@ public final class Engine {
         }
     }
 
+    /// The isolate namespace's label when no name under /run/netns names it (a path, pid:, docker:).
+    var unnamedIsolateNamespace: String? {
+        guard let namespace = isolatedNamespace else { return nil }
+        let own = namespace.inode
+        let named = NamedNetworkNamespaces.names().contains { NamedNetworkNamespaces.inode($0) == own }
+        return named ? nil : (namespace.name ?? "the namespace")
+    }
+
     private static func unwrap<T>(_ body: @autoclosure () throws(NamespaceError<SystemCallError>) -> T) throws(SystemCallError) -> T {
         do { return try body() } catch {
             switch error {
@@ -262,6 +270,13 @@ public final class Engine {
                 _ = rollBack()
                 throw .system(error)
             }
+        } else if isolatedNamespace != nil {
+            // Moved into a namespace whose net.ipv6.conf.default.disable_ipv6 is 1 (dockerd makes its
+            // containers' so), the TUN arrives with IPv6 off and refuses the settings' addresses.
+            do throws(SystemCallError) { try enableIPv6(on: name) } catch {
+                _ = rollBack()
+                throw .system(error)
+            }
         }
         let ops = plan.operations(interfaceIndex: interfaceIndex)
         do {
@@ -281,7 +296,14 @@ public final class Engine {
             throw .system(error)
         }
         var dns: DNSApplied?
-        if let dnsSettings = plan.settings.dnsSettings {
+        if plan.settings.dnsSettings != nil, let unnamed = unnamedIsolateNamespace {
+            // A namespace given by path, pid or container has no /etc/netns/NAME of its own, and the
+            // resolv.conf its processes read is in their mount namespace (a container's image): the
+            // one this process sees is the caller's, never to be written for another namespace.
+            log?("dnsSettings: not written: \(unnamed) has no name under /run/netns, so no resolv.conf of its own "
+                 + "here (its processes read their own); the tunnel's servers are reached through the tunnel")
+            record.dnsBackend = "none (\(unnamed) has no name under /run/netns: its resolv.conf is its processes' own)"
+        } else if let dnsSettings = plan.settings.dnsSettings {
             do throws(DNSConfigError) {
                 dns = try inTunnelNamespace { () throws(DNSConfigError) in
                     try DNSConfigurator().apply(settings: dnsSettings, interfaceName: name, interfaceIndex: interfaceIndex,
@@ -339,6 +361,13 @@ public final class Engine {
         // A namespace (or kernel) without IPv6 has no such file: nothing to disable.
         guard (try readSysctl("net/ipv6/conf/\(name)/disable_ipv6")) != nil else { return }
         try writeSysctl("net/ipv6/conf/\(name)/disable_ipv6", "1")
+    }
+
+    /// `net.ipv6.conf.NAME.disable_ipv6 = 0` in the tunnel's namespace, when it is 1 (the TUN goes with
+    /// its setting).
+    func enableIPv6(on name: String) throws(SystemCallError) {
+        guard let now = try readSysctl("net/ipv6/conf/\(name)/disable_ipv6"), now != "0" else { return }
+        try writeSysctl("net/ipv6/conf/\(name)/disable_ipv6", "0")
     }
 
     // MARK: - Verify

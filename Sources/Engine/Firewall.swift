@@ -142,7 +142,8 @@ public enum Firewall {
     /// The matches of the carrier exemption: per carrier and transport, the identity (outbound only:
     /// a mark or a socket's owner exists only for locally sent packets) and the carrier's address,
     /// protocol and port. Inbound, what comes from a carrier's address, protocol and port.
-    static func carrierRules(_ plan: TunnelPlan, direction: Direction) -> [[NftMatch]] {
+    /// `onlyCaptured`: only the carriers the tunnel's routes would take (`capturedCarriers`).
+    static func carrierRules(_ plan: TunnelPlan, direction: Direction, onlyCaptured: Bool = false) -> [[NftMatch]] {
         guard plan.isolatedIn == nil else { return [] }
         var identity: [NftMatch] = []
         if direction == .outbound {
@@ -155,7 +156,7 @@ public enum Firewall {
             }
         }
         var out: [[NftMatch]] = []
-        for carrier in plan.carriers {
+        for carrier in onlyCaptured ? plan.capturedCarriers : plan.carriers {
             let host = [NftMatch.destination(IPPrefix(address: carrier.address, length: carrier.address.family.bitWidth)!)]
             let source = [NftMatch.source(IPPrefix(address: carrier.address, length: carrier.address.family.bitWidth)!)]
             let transports = carrier.transports
@@ -180,10 +181,11 @@ public enum Firewall {
 extension TunnelPlan {
     /// The matches of the carrier identity's packets, whose connections remember the slot's mark for the
     /// replies (Firewall's carrier-save chain): for a tunnel that routes something, with an identity,
-    /// outside isolate mode.
+    /// outside isolate mode, to the carriers its routes would take (a reply from one it leaves outside
+    /// passes a strict reverse-path check as it is).
     var carrierMarkRules: [[NftMatch]] {
         guard isolatedIn == nil, !carrierIdentity.isUnidentified, routing.families.contains(where: \.isActive) else { return [] }
-        return Firewall.carrierRules(self, direction: .outbound)
+        return Firewall.carrierRules(self, direction: .outbound, onlyCaptured: true)
     }
 
     /// The kill switch: `includeAllNetworks`, and always in isolate mode.

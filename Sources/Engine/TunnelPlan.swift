@@ -54,6 +54,27 @@ public struct TunnelPlan: Sendable {
         return carriers.map(\.address).filter { seen.insert($0).inserted }
     }
 
+    /// Whether the tunnel's own routes take `address` into the tunnel: in its family, the most specific
+    /// of the included and excluded prefixes that hold it is an included one (a tie is the exclusion's,
+    /// as RoutingIntent has already decided). What table T's lookup answers for it.
+    public func routesIntoTunnel(_ address: IPAddress) -> Bool {
+        let family = address.family == .ipv4 ? routing.ipv4 : routing.ipv6
+        let included = family.included.lazy.map(\.destination).filter { $0.contains(address) }.map(\.length).max()
+        guard let included else { return false }
+        let excluded = family.excluded.lazy.filter { $0.contains(address) }.map(\.length).max() ?? -1
+        return included > excluded
+    }
+
+    /// The carriers the tunnel's routes would take into the tunnel: the only ones whose identity needs
+    /// an exemption (rules that jump past the tunnel's lookup, and a connection mark for the replies'
+    /// reverse-path check). A carrier the routes leave outside reaches its physical path for every
+    /// process anyway, as everything else the tunnel does not route; exempting it would cost every
+    /// packet of the namespace a connection-tracking lookup (the mark is kept in the connection) and
+    /// change nothing. The kill switch's accept rules are not this: they are for every carrier.
+    public var capturedCarriers: [PinnedCarrier] {
+        carriers.filter { routesIntoTunnel($0.address) }
+    }
+
     /// The nftables table (kill switch), when the settings ask for one.
     public var firewall: NftTable? { Firewall.table(for: self) }
 
@@ -97,7 +118,7 @@ public struct TunnelPlan: Sendable {
                     exemptions.append(RuleSpec(family: family.family, priority: slot.exemptionPriority, table: 0,
                                                action: .goto(resume), fwmark: mark, fwmask: 0xffff_ffff))
                 case .user(let uid):
-                    for carrier in carriers where carrier.address.family == family.family {
+                    for carrier in capturedCarriers where carrier.address.family == family.family {
                         let host = IPPrefix(address: carrier.address, length: family.family.bitWidth)!
                         let transports: [CarrierTransport?] = carrier.transports.isEmpty ? [nil] : carrier.transports
                         for transport in transports {
@@ -131,7 +152,16 @@ public struct TunnelPlan: Sendable {
         case .unidentified(let reason):
             return "by address only, for every process (weaker: \(reason)): \(list)"
         default:
-            return "only \(carrierIdentity.summary) to \(list); everyone else's packets to these addresses go into the tunnel"
+            let captured = capturedCarriers
+            let outside = carriers.filter { c in !captured.contains { $0.description == c.description } }
+            var text = captured.isEmpty ? ""
+                : "only \(carrierIdentity.summary) to \(captured.map(\.description).joined(separator: ", ")); everyone else's packets to these addresses go into the tunnel"
+            if !outside.isEmpty {
+                if !text.isEmpty { text += "; " }
+                text += "none needed for \(outside.map(\.description).joined(separator: ", ")): the tunnel does not route "
+                    + (outside.count == 1 ? "it" : "them") + " (reached directly, as everything it does not route)"
+            }
+            return text
         }
     }
 

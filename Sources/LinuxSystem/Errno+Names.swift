@@ -13,4 +13,5 @@ extension Errno {
     public static let networkUnreachable = Errno(rawValue: ENETUNREACH)      // ENETUNREACH
     public static let hostUnreachable = Errno(rawValue: EHOSTUNREACH)        // EHOSTUNREACH
     public static let nameTooLong = Errno(rawValue: ENAMETOOLONG)            // ENAMETOOLONG
+    public static let notATerminal = Errno(rawValue: ENOTTY)                 // ENOTTY (an ioctl the file does not know)
 }

@@ -18,6 +18,7 @@ public struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     public static let busy = Errno(rawValue: EBUSY)                // EBUSY
     public static let permissionDenied = Errno(rawValue: EPERM)    // EPERM
     public static let accessDenied = Errno(rawValue: EACCES)       // EACCES
+    public static let noChild = Errno(rawValue: ECHILD)            // ECHILD
 
     /// "File exists (17)".
     public var description: String {

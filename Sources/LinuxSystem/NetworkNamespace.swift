@@ -5,7 +5,8 @@ import Glibc
 /// /proc/thread-self/ns/net). Equivalent to what `ip netns exec` enters.
 public final class NetworkNamespace {
     public let descriptor: FileDescriptor
-    /// The name under /run/netns, when it has one.
+    /// What it is called: the name under /run/netns, or the argument it was opened by (a path,
+    /// `pid:PID`, `docker:NAME`); nil for `current()`.
     public let name: String?
 
     /// The namespace `ip netns add NAME` made.
@@ -22,6 +23,12 @@ public final class NetworkNamespace {
     private init(_ fd: FileDescriptor) {
         descriptor = fd
         name = nil
+    }
+
+    /// A namespace whose descriptor was opened and checked by the caller (`init(path:label:)`).
+    init(descriptor: FileDescriptor, name: String) {
+        self.descriptor = descriptor
+        self.name = name
     }
 
     deinit { descriptor.close() }

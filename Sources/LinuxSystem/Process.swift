@@ -146,3 +146,21 @@ public enum FileSystem {
         return names
     }
 }
+
+extension ProcessControl {
+    /// Makes the calling thread nicer by `increment` (setpriority on its thread id: Linux keeps a nice
+    /// value per thread), so that under contention for the CPU the process's other threads win. A
+    /// thread can always lower its own priority; an error is returned, not thrown, for the caller to log.
+    public static func lowerThisThreadsPriority(by increment: Int32) -> SystemCallError? {
+        let tid = id_t(CTunnelgateShims_gettid())
+        errno = 0
+        let current = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), tid)
+        if current == -1 && errno != 0 { return SystemCallError("getpriority", .current) }
+        do throws(SystemCallError) {
+            _ = try syscall("setpriority") { setpriority(__priority_which_t(PRIO_PROCESS.rawValue), tid, min(19, current + increment)) }
+        } catch {
+            return error
+        }
+        return nil
+    }
+}

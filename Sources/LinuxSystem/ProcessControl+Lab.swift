@@ -128,14 +128,16 @@ extension ProcessControl {
     /// does with them. Standard input is /dev/null; standard output and error are the caller's, or
     /// the files named (created 0600, truncated). With `newProcessGroup` the child leads a process
     /// group of its own (its pid), which `signalGroup` reaches with everything it starts.
-    /// `environment` nil: the caller's. Returns the child's pid.
+    /// `environment` nil: the caller's. With `inheritStandardInput` standard input is the caller's
+    /// too (`tunnelgate exec`'s command). Returns the child's pid.
     public static func spawnProcess(_ arguments: [String], environment: [String]? = nil, standardOutput: String? = nil,
-                                    standardError: String? = nil, newProcessGroup: Bool = false) throws(SystemCallError) -> Int32 {
+                                    standardError: String? = nil, newProcessGroup: Bool = false,
+                                    inheritStandardInput: Bool = false) throws(SystemCallError) -> Int32 {
         var actions = posix_spawn_file_actions_t()
         var rc = posix_spawn_file_actions_init(&actions)
         guard rc == 0 else { throw SystemCallError("posix_spawn_file_actions_init", Errno(rawValue: rc)) }
         defer { posix_spawn_file_actions_destroy(&actions) }
-        var opens: [(Int32, String, Int32)] = [(0, "/dev/null", O_RDONLY)]
+        var opens: [(Int32, String, Int32)] = inheritStandardInput ? [] : [(0, "/dev/null", O_RDONLY)]
         if let standardOutput { opens.append((1, standardOutput, O_WRONLY | O_CREAT | O_TRUNC)) }
         if let standardError { opens.append((2, standardError, O_WRONLY | O_CREAT | O_TRUNC)) }
         for (fd, file, flags) in opens {

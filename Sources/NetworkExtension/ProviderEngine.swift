@@ -94,7 +94,8 @@ final class ProviderEngine {
             if let error { engine.recordDisconnect(name, error: error) }
             keepKillSwitch = error != nil
             code = error == nil ? 0 : 1
-        case .runtimeFailed(let reason), .failedClosed(let reason):
+        case .runtimeFailed(let reason), .failedClosed(let reason), .namespaceGone(let reason):
+            // (A provider host has no isolate namespace to watch: namespaceGone is not reached.)
             engine.recordDisconnect(name, message: reason)
             code = 1
         }

@@ -5,14 +5,15 @@ import TUN
 
 /// The plane's loop: the runtime's packet path and its channel to the engine.
 ///
-/// Callback path: packets are read from the TUN in batches of up to 64 and sent in with one
-/// packet_in_batch call per batch when the runtime has it, else with packet_in one by one. On
-/// QUEUE_FULL the packet and the rest of its batch are kept and sent again after a short, growing
-/// pause (20 µs doubling to 2 ms, timed with ppoll's nanoseconds); meanwhile the TUN is not read, so
-/// the kernel's queue pushes back on the senders. Nothing is dropped for backpressure. Packets the
-/// runtime writes arrive through the writer callback (TunWriter) on its own threads. The fd path (the
-/// runtime reads and writes the TUN itself) and no runtime at all (packets counted and dropped) use the
-/// same loop.
+/// Callback path: packets are read from the TUN in batches (`HostPackets`: up to 64 packets, or with
+/// the TUN's TCP segmentation offload up to 8 reads of which each may be a super-packet, cut into its
+/// segments) and sent in with one packet_in_batch call per 64 packets when the runtime has it, else
+/// with packet_in one by one. On QUEUE_FULL the packet and the rest of its batch are kept and sent
+/// again after a short, growing pause (20 µs doubling to 2 ms, timed with ppoll's nanoseconds);
+/// meanwhile the TUN is not read, so the kernel's queue pushes back on the senders. Nothing is dropped
+/// for backpressure. Packets the runtime writes arrive through the writer callback (TunWriter, with a
+/// GSO_NONE virtio_net_hdr on such a TUN) on its own threads. The fd path (the runtime reads and writes
+/// the TUN itself) and no runtime at all (packets counted and dropped) use the same loop.
 ///
 /// The runtime's status is polled every 250 ms; a change is reported to the engine at once, and the
 /// counters with the last status once a second (which is also how the engine knows the plane is alive).
@@ -29,9 +30,6 @@ final class PlaneLoop {
     private var handOffSeconds: Double = 0
     private var lastState: RuntimeState?
 
-    static let batch = 64
-    static let slotSize = 65536
-
     init(host: HostedRuntime?, tun: FileDescriptor, mtu: Int, channel: ChannelEndpoint<PlaneMessage, EngineMessage>, log: PlaneLog) {
         self.host = host
         self.tun = tun
@@ -44,15 +42,9 @@ final class PlaneLoop {
     func run() -> Int32 {
         let readsTun = host?.packetPath != .fd
         if readsTun { try? tun.setNonBlocking(true) }
-        let slots = UnsafeMutableRawPointer.allocate(byteCount: Self.batch * Self.slotSize, alignment: 16)
-        defer { slots.deallocate() }
-        let packets = UnsafeMutablePointer<UnsafePointer<UInt8>?>.allocate(capacity: Self.batch)
-        defer { packets.deallocate() }
-        for i in 0..<Self.batch { packets[i] = UnsafePointer((slots + i * Self.slotSize).assumingMemoryBound(to: UInt8.self)) }
-        let lengths = UnsafeMutablePointer<Int>.allocate(capacity: Self.batch)
-        defer { lengths.deallocate() }
-        lengths.initialize(repeating: 0, count: Self.batch)
-        var pendingStart = 0, pendingEnd = 0
+        // The TUN's packet I/O; the engine made it with a virtio_net_hdr (TSO) for the callback path.
+        let packets = HostPackets(io: TunPacketIO(descriptor: tun, mtu: mtu))
+        var pendingStart = 0
         var retryAt: Double?
         var backoff = 0.00002
         var nextStatusPoll = ProcessControl.monotonicSeconds()
@@ -61,45 +53,45 @@ final class PlaneLoop {
         poll.add(tun, [])
         poll.add(channel.descriptor, .readable)
 
-        func passesHostChecks(_ i: Int) -> Bool {
-            let version = packets[i]![0] >> 4
-            if version != 4 && version != 6 { counters.droppedNotIP += 1; return false }
-            if lengths[i] > mtu { hostOverMTU += 1; return false }
-            return true
-        }
-
+        /// Hands in what is pending, fill after fill, until the read is drained or the runtime pushes back.
         func deliver() {
-            while pendingStart < pendingEnd {
-                guard let host else {
-                    counters.droppedNoRuntime += UInt64(pendingEnd - pendingStart)
-                    break
+            while true {
+                while pendingStart < packets.count {
+                    guard let host else {
+                        counters.droppedNoRuntime += UInt64(packets.count - pendingStart)
+                        pendingStart = packets.count
+                        break
+                    }
+                    let began = ProcessControl.monotonicSeconds()
+                    let result = host.packetIn(batch: packets.pointers + pendingStart, lengths: packets.lengths + pendingStart,
+                                               count: packets.count - pendingStart)
+                    handOffSeconds += ProcessControl.monotonicSeconds() - began
+                    handOffs += 1
+                    pendingStart += result.accepted
+                    switch result.next {
+                    case .accepted: break
+                    case .retryLater:
+                        counters.queueFull += 1
+                        retryAt = ProcessControl.monotonicSeconds() + backoff
+                        backoff = min(backoff * 2, 0.002)
+                        return
+                    case .refused:
+                        counters.droppedRefused += 1
+                        pendingStart += 1
+                    }
                 }
-                let began = ProcessControl.monotonicSeconds()
-                let result = host.packetIn(batch: packets + pendingStart, lengths: lengths + pendingStart, count: pendingEnd - pendingStart)
-                handOffSeconds += ProcessControl.monotonicSeconds() - began
-                handOffs += 1
-                pendingStart += result.accepted
-                switch result.next {
-                case .accepted: break
-                case .retryLater:
-                    counters.queueFull += 1
-                    retryAt = ProcessControl.monotonicSeconds() + backoff
-                    backoff = min(backoff * 2, 0.002)
-                    return
-                case .refused:
-                    counters.droppedRefused += 1
-                    pendingStart += 1
-                }
+                retryAt = nil
+                backoff = 0.00002
+                pendingStart = 0
+                packets.fill(counters: &counters)
+                if packets.count == 0 { return }
             }
-            pendingStart = 0
-            pendingEnd = 0
-            retryAt = nil
-            backoff = 0.00002
         }
 
         while true {
             let now = ProcessControl.monotonicSeconds()
-            poll.setEvents(readsTun && pendingEnd == 0 ? .readable : [], at: 0)
+            let idle = packets.count == 0 && packets.isDrained
+            poll.setEvents(readsTun && idle ? .readable : [], at: 0)
             var timeout = min(nextStatusPoll, nextReport) - now
             if let retryAt { timeout = min(timeout, retryAt - now) }
             do throws(SystemCallError) {
@@ -113,21 +105,15 @@ final class PlaneLoop {
                 counters.retries += 1
                 deliver()
             }
-            if poll.events(at: 0).contains(.readable), pendingEnd == 0 {
-                var count = 0
-                for _ in 0..<Self.batch {
-                    // Nothing more (EAGAIN), or a read that failed: the batch ends here.
-                    let slot = UnsafeMutableRawBufferPointer(start: slots + count * Self.slotSize, count: Self.slotSize)
-                    guard let n = try? tun.read(into: slot), n > 0 else { break }
-                    counters.packetsFromHost += 1
-                    counters.bytesFromHost += UInt64(n)
-                    lengths[count] = n
-                    if passesHostChecks(count) { count += 1 }
+            if readsTun, poll.events(at: 0).contains(.readable), packets.count == 0, packets.isDrained {
+                // Nothing more (EAGAIN), or a read that failed: the batch ends there.
+                if let n = try? packets.read(counters: &counters), n > 0 {
+                    pendingStart = 0
+                    packets.fill(counters: &counters)
+                    deliver()
                 }
-                pendingStart = 0
-                pendingEnd = count
-                deliver()
             }
+            hostOverMTU = packets.overMTU
             let after = ProcessControl.monotonicSeconds()
             if let host, after >= nextStatusPoll {
                 nextStatusPoll = after + 0.25

@@ -14,8 +14,9 @@ public protocol HostedRuntime: AnyObject {
     var startTimeout: Double { get }
     /// Whether the TUN should be made with checksum and TCP segmentation
     /// offload (a virtio_net_hdr before every packet read and written; see
-    /// `TunDevice`). Read before the TUN is created; only an fd-path runtime
-    /// that handles the header may say yes. The default is no.
+    /// `TunDevice`): a runtime that reads the TUN itself and handles the header
+    /// (the built-in WireGuard), or the callback path, where the plane's loop
+    /// cuts super-packets before the runtime sees them. The default is no.
     var wantsTunOffloads: Bool { get }
 
     /// Tells the runtime what it may know of the tunnel (interface name, MTU, the pinned carriers and

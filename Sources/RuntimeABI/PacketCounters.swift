@@ -17,6 +17,11 @@ public struct PacketCounters: Codable, Sendable, Equatable {
     /// Packets the TUN did not take (its queue full) or the runtime refused (INVALID_ARGUMENT, FAILED).
     public var droppedWriteFailed: UInt64 = 0
     public var droppedRefused: UInt64 = 0
+    /// Callback path on a TUN with TCP segmentation offload: super-packets read (each cut into the
+    /// segments counted in packetsFromHost), and reads with an offload the host cannot cut (dropped).
+    /// nil without offloads.
+    public var superPacketsFromHost: UInt64?
+    public var droppedOffload: UInt64?
     /// Backpressure: QUEUE_FULL answers, and packets sent in again after one (never dropped for it).
     public var queueFull: UInt64 = 0
     public var retries: UInt64 = 0

@@ -21,6 +21,20 @@ public final class CallbackRuntimeHost: HostedRuntime {
     /// code meant (a full queue under the runtime's own numbering would otherwise become a silent drop).
     private var unknownPacketCode: (call: String, code: Int32)?
 
+    /// Set to `off` in the engine's environment, the callback path's TUN is made without a
+    /// virtio_net_hdr (one TUN read per packet, as before offloads): for comparisons.
+    public static let offloadsVariable = "TUNNELGATE_CALLBACK_OFFLOADS"
+
+    /// Whether the engine makes the TUN of a runtime with these settings with checksum and TCP
+    /// segmentation offload: on the callback path, where the plane's loop reads the TUN and cuts
+    /// super-packets into segments before the runtime sees them (unless `offloadsVariable` is `off`).
+    /// Never on the fd path: the runtime reads the TUN itself and knows no virtio_net_hdr.
+    public static func wantsTunOffloads(_ settings: CallbackRuntimeSettings) -> Bool {
+        settings.packetPath == .callback && ProcessControl.environmentValue(offloadsVariable) != "off"
+    }
+
+    public var wantsTunOffloads: Bool { Self.wantsTunOffloads(settings) }
+
     /// Loads the library, binds its symbols and reads the secret: every
     /// check that can fail before the kernel is touched.
     public convenience init(_ settings: CallbackRuntimeSettings) throws(RuntimeError) {

@@ -167,6 +167,8 @@ public final class TunnelSession {
         case startFailed(DisconnectError)
         /// The provider called cancelTunnelWithError (nil: without an error).
         case cancelled(DisconnectError?)
+        /// The isolate namespace went away (`namespaceWatch`): why.
+        case namespaceGone(String)
     }
 
     public let engine: Engine
@@ -197,6 +199,9 @@ public final class TunnelSession {
     /// The service manager (systemd's Type=notify), told of every status change, pinged by the loop's
     /// watchdog and told when a stop begins; READY=1 is the caller's (`tunnelgate up`, once verified).
     public var notifier: ServiceNotifier?
+    /// In isolate mode with `--netns`, what tells that the namespace went (its process exited, its file
+    /// was removed): the loop ends with `.namespaceGone` then.
+    public var namespaceWatch: NamespaceWatch?
 
     /// A session for a configuration (`tunnelgate up`).
     public convenience init(engine: Engine, settings: TunnelSettings, package: PlanePackage, user: PlaneUser,
@@ -396,6 +401,8 @@ public final class TunnelSession {
     /// (its failed start, its cancel).
     public func run(signals: FileDescriptor) -> End {
         var nextPublish = ProcessControl.monotonicSeconds() + 1
+        // Gone before the loop began (an inotify event is not repeated; a pidfd stays readable).
+        if let why = namespaceWatch?.gone() { publish(force: true); return .namespaceGone(why) }
         while true {
             if let end = pendingEnd { pendingEnd = nil; return end }
             let now = ProcessControl.monotonicSeconds()
@@ -407,6 +414,7 @@ public final class TunnelSession {
             for fd in monitor?.descriptors ?? [] { set.add(FileDescriptor(rawValue: fd), .readable) }
             let monitorEnd = set.count
             for fd in plane?.descriptors ?? [] { set.add(fd, .readable) }
+            let namespaceIndex = namespaceWatch.map { set.add($0.descriptor, .readable) }
             var timeout = nextPublish - now
             if let monitor, monitor.timeoutMilliseconds() >= 0 { timeout = min(timeout, Double(monitor.timeoutMilliseconds()) / 1000) }
             if case .restarting(_, _, let at, _) = state { timeout = min(timeout, at - now) }
@@ -425,6 +433,10 @@ public final class TunnelSession {
                 }
             }
             if let end = pendingEnd { pendingEnd = nil; return end }
+            if let namespaceIndex, set.events(at: namespaceIndex) != [], let why = namespaceWatch?.gone() {
+                publish(force: true)
+                return .namespaceGone(why)
+            }
             if let end = watchPlane() {
                 guard case .runtimeFailed(let reason) = end, let tunnel, tunnel.plan.hasKillSwitch else { return end }
                 // The engine outlives its plane: under a kill switch it stays, keeps the switch repaired and

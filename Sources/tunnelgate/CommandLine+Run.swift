@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Engine
 import PacketPlane
+import Session
 import LinuxSystem
 import TunnelgateSettings
 
@@ -19,13 +20,14 @@ struct UsageError: Error {
 }
 
 enum Command: String, CaseIterable {
-    case validate, plan, up, down, status, list, message, metrics, help
+    case validate, plan, up, exec, down, status, list, message, metrics, help
 
     var usage: String {
         switch self {
         case .validate: "tunnelgate validate CONFIG"
         case .plan: "tunnelgate plan CONFIG [--netns NS]"
         case .up: "tunnelgate up CONFIG [--netns NS] [--detach] [--restart POLICY]"
+        case .exec: "tunnelgate exec CONFIG [--user USER] -- CMD [ARGS...]"
         case .down: "tunnelgate down NAME [--netns NS] [--keep-kill-switch]"
         case .status: "tunnelgate status [NAME] [--netns NS] [--json]  |  tunnelgate status NAME [--netns NS] --watch"
         case .list: "tunnelgate list [--json]"
@@ -40,6 +42,7 @@ enum Command: String, CaseIterable {
         case .validate: "Check a configuration; print every problem with its key path."
         case .plan: "Print the kernel changes `up` would make. Changes nothing."
         case .up: "Apply a configuration, verify it, and keep the tunnel up."
+        case .exec: "Run one command in a namespace of its own behind the tunnel; remove everything when it ends."
         case .down: "Stop a tunnel and remove everything it created (also after a crash)."
         case .status: "Show tunnels of this network namespace: state, interface, routes, counters, the runtime's own status."
         case .list: "List the configured tunnels and the running tunnels of every network namespace."
@@ -56,16 +59,16 @@ enum Command: String, CaseIterable {
             text += "\nARGUMENTS:\n  CONFIG          A configuration: a path, or a NAME (see below).\n"
             text += "\nExits 0 when the configuration is valid and its host names resolve; otherwise\nprints one line per problem (`key.path: reason`) and exits 1.\n"
         case .plan:
-            text += "\nARGUMENTS:\n  CONFIG          A configuration: a path, or a NAME (see `tunnelgate help up`).\n"
+            text += "\nARGUMENTS:\n  CONFIG          A configuration: a path, or a NAME (see `tunnelgate help up`).\n\nOPTIONS:\n  --netns NS      Plan isolate mode into NS (the forms of `tunnelgate help up`).\n"
             text += "\nPrints the TUN, link settings, addresses, routes (table T) and policy rules in\nip(8) words. Reads the kernel to choose a free table; changes nothing.\n"
         case .up:
-            text += "\nARGUMENTS:\n  CONFIG          A configuration: a path, or a NAME (see below).\n\nOPTIONS:\n  --netns NS      Isolate mode: move the TUN into namespace NS (`ip netns add NS`)\n                  and configure it there; NS can then reach nothing but the tunnel,\n                  while tunnelgate and its carrier sockets stay here.\n  --detach        Return once the settings are applied and verified; the tunnel\n                  keeps running in the background until `tunnelgate down NAME`.\n  --restart POLICY\n                  What to do when the packet plane fails: never (the default),\n                  on-failure or on-failure:ATTEMPTS (start it again with the same\n                  TUN, at most ATTEMPTS times in a row, 5 by default). Overrides\n                  the configuration's restart.\n"
+            text += "\nARGUMENTS:\n  CONFIG          A configuration: a path, or a NAME (see below).\n\nOPTIONS:\n  --netns NS      Isolate mode: move the TUN into namespace NS and configure it\n                  there; NS can then reach nothing but the tunnel, while tunnelgate\n                  and its carrier sockets stay here. NS is a name under /run/netns\n                  (`ip netns add NS`), a path to a namespace file (/proc/PID/ns/net,\n                  /var/run/docker/netns/ID), pid:PID, docker:NAME or podman:NAME.\n                  The tunnel ends when NS goes (the process exits, the file or name\n                  is removed).\n  --detach        Return once the settings are applied and verified; the tunnel\n                  keeps running in the background until `tunnelgate down NAME`.\n  --restart POLICY\n                  What to do when the packet plane fails: never (the default),\n                  on-failure or on-failure:ATTEMPTS (start it again with the same\n                  TUN, at most ATTEMPTS times in a row, 5 by default). Overrides\n                  the configuration's restart.\n"
             text += "\nWithout --detach, runs until SIGINT, SIGTERM or `tunnelgate down NAME`, then\nremoves everything it created. Residue of a crashed run of the same name is\nremoved first. Under systemd (Type=notify) it sends READY=1 once the settings\nare applied and verified, STATUS= at every status change, STOPPING=1 when it\nstops, and WATCHDOG=1 from its event loop when WatchdogSec= is set.\n"
         case .down:
-            text += "\nARGUMENTS:\n  NAME            The tunnel (its interface name, `name` in the configuration).\n\nOPTIONS:\n  --netns NS      The tunnel was started with `up --netns NS`.\n  --keep-kill-switch\n                  When its process died: remove everything but its kill switch\n                  (includeAllNetworks), which stays until the next `up` of NAME\n                  or `down` without this. The units' ExecStopPost= uses it.\n"
+            text += "\nARGUMENTS:\n  NAME            The tunnel (its interface name, `name` in the configuration).\n\nOPTIONS:\n  --netns NS      The tunnel was started with `up --netns NS` (any of its forms\n                  naming the same namespace).\n  --keep-kill-switch\n                  When its process died: remove everything but its kill switch\n                  (includeAllNetworks), which stays until the next `up` of NAME\n                  or `down` without this. The units' ExecStopPost= uses it.\n"
             text += "\nAsks the running tunnel to stop and waits until it has; if its process died,\nremoves what its journal records. Exits 1 when there is no such tunnel.\n"
         case .status:
-            text += "\nARGUMENTS:\n  NAME            Only this tunnel.\n\nOPTIONS:\n  --netns NS      The tunnels put into namespace NS with `up --netns NS`.\n  --json          Machine-readable output.\n"
+            text += "\nARGUMENTS:\n  NAME            Only this tunnel.\n\nOPTIONS:\n  --netns NS      The tunnels put into namespace NS with `up --netns NS` (any of its\n                  forms naming the same namespace).\n  --json          Machine-readable output.\n"
             text += "  --watch         Print every transition of NAME as a JSON line until it is disconnected.\n"
             text += "\nStates are NEVPNStatus names: disconnected, connecting, connected, reasserting,\ndisconnecting.\n"
         case .message:
@@ -74,12 +77,14 @@ enum Command: String, CaseIterable {
         case .list:
             text += "\nOPTIONS:\n  --json          Machine-readable output.\n"
             text += "\nConfigured: the names in /etc/tunnelgate (NAME.json, NAME.conf) and\n/etc/wireguard (NAME.conf), with the namespaces each runs in. Running: the\ntunnels of this namespace and of every named namespace (/run/netns) with\ntunnel state, also those put there with `up --netns NS`. Changes nothing.\n"
+        case .exec:
+            text += CommandLine.execHelpText
         case .metrics:
             text += metricsHelpText
         case .help:
             break
         }
-        if self == .validate || self == .plan || self == .up { text += configurationNameHelp }
+        if self == .validate || self == .plan || self == .up || self == .exec { text += configurationNameHelp }
         text += "\nRun inside a network namespace with `ip netns exec NS tunnelgate …`.\n"
         return text
     }
@@ -149,11 +154,15 @@ extension CommandLine {
         if first == "--version" { print(version); return ExitCode.success }
         // The packet plane: started by the engine into its sandbox, never by a user (not in the help).
         if first == "plane" { return PacketPlane.main(Array(arguments.dropFirst())) }
+        // `exec`'s command, entering its namespace: started by `tunnelgate exec` only (not in the help).
+        if first == "exec-enter" { return execEnter(Array(arguments.dropFirst())) }
         guard let command = Command(rawValue: first) else {
             throw UsageError(message: "unknown subcommand '\(first)'", command: nil)
         }
         var rest = Array(arguments.dropFirst())
-        if rest.contains("-h") || rest.contains("--help") {
+        // exec's command has options of its own: only those before `--` are tunnelgate's.
+        let own = command == .exec ? Array(rest.prefix(while: { $0 != "--" })) : rest
+        if own.contains("-h") || own.contains("--help") {
             print(command.help, terminator: "")
             return ExitCode.success
         }
@@ -185,6 +194,12 @@ extension CommandLine {
             let config = try takePositional(&rest, "CONFIG", command)
             try noMore(rest, command)
             return try up(try ConfigurationName.resolve(config, command: command), netns: netns, detach: detach, readyFD: readyFD, restart: restart)
+        case .exec:
+            var (own, cmd) = try splitExec(rest)
+            let user = try takeOption(&own, "--user", command)
+            let config = try takePositional(&own, "CONFIG", command)
+            try noMore(own, command)
+            return try exec(try ConfigurationName.resolve(config, command: command), user: user, command: cmd)
         case .down:
             let netns = try takeNamespace(&rest, command)
             let keep = takeFlag(&rest, "--keep-kill-switch")
@@ -233,8 +248,17 @@ extension CommandLine {
         return value
     }
 
-    /// `--netns NS`: a namespace made by `ip netns add NS`.
-    static func takeNamespace(_ args: inout [String], _ command: Command) throws -> String? {
+    /// `--netns NS`: a name under /run/netns, a path to a namespace file, pid:PID, docker:NAME or
+    /// podman:NAME (NamespaceReference).
+    static func takeNamespace(_ args: inout [String], _ command: Command) throws -> NamespaceReference? {
+        guard let text = try takeOption(&args, "--netns", command) else { return nil }
+        do { return try NamespaceReference.parse(text) } catch {
+            throw UsageError(message: error.description, command: command)
+        }
+    }
+
+    /// `--netns NS` of metrics: a name under /run/netns (the namespaces it scrapes are named ones).
+    static func takeNamespaceName(_ args: inout [String], _ command: Command) throws -> String? {
         guard let name = try takeOption(&args, "--netns", command) else { return nil }
         guard !name.isEmpty, !name.contains("/"), name != ".", name != ".." else {
             throw UsageError(message: "--netns takes the name of a namespace under /run/netns", command: command)

@@ -26,7 +26,7 @@ SIGTERM. The metrics are listed in docs/operations.md, Metrics.
 extension CommandLine {
     static func metrics(_ args: inout [String]) throws -> Int32 {
         var namespaces: [String] = []
-        while let name = try takeNamespace(&args, .metrics) { namespaces.append(name) }
+        while let name = try takeNamespaceName(&args, .metrics) { namespaces.append(name) }
         let all = takeFlag(&args, "--all-namespaces")
         let allowNonLoopback = takeFlag(&args, "--allow-non-loopback")
         let listenText = try takeOption(&args, "--listen", .metrics)

@@ -89,15 +89,27 @@ extension CommandLine {
         return ExitCode.success
     }
 
-    /// The namespace of `--netns NS`, with a clear error when there is none.
-    static func namespace(_ name: String?) throws -> NetworkNamespace? {
-        guard let name else { return nil }
-        do { return try NetworkNamespace(named: name) } catch {
-            throw Failure("no network namespace named \(name) (/run/netns/\(name): \(error.errno))")
+    /// The namespace of `--netns NS` (any form: NamespaceReference), with a clear error naming NS
+    /// when there is none or it is no network namespace. Nothing is changed.
+    static func opened(_ reference: NamespaceReference?) throws -> OpenedNamespace? {
+        guard let reference else { return nil }
+        do { return try reference.open() } catch { throw Failure(error.description) }
+    }
+
+    static func namespace(_ reference: NamespaceReference?) throws -> NetworkNamespace? {
+        try opened(reference)?.namespace
+    }
+
+    /// For status, down and message: the namespace, or (when it is gone) an error that says where a
+    /// tunnel that ended with it left its reason.
+    static func existingNamespace(_ reference: NamespaceReference?) throws -> NetworkNamespace? {
+        do { return try namespace(reference) } catch let error as Failure {
+            throw Failure(error.description + "\n(a tunnel that ended because its namespace went away says why in "
+                          + "`tunnelgate status NAME` without --netns)")
         }
     }
 
-    static func plan(_ path: String, netns: String?) throws -> Int32 {
+    static func plan(_ path: String, netns: NamespaceReference?) throws -> Int32 {
         var settings = try loadSettings(path)
         // A mesh node's identity (and mesh address) from its seed file; never created by plan.
         var identityLine: String?
@@ -131,7 +143,7 @@ extension CommandLine {
         return ExitCode.success
     }
 
-    static func up(_ path: String, netns: String?, detach: Bool, readyFD: Int32?, restart: String? = nil) throws -> Int32 {
+    static func up(_ path: String, netns: NamespaceReference?, detach: Bool, readyFD: Int32?, restart: String? = nil) throws -> Int32 {
         // Validate in the caller's process so that errors reach the terminal
         // directly and nothing is started for a bad configuration.
         // NOTIFY_SOCKET and WATCHDOG_* are this process's alone: removed from the environment before
@@ -149,7 +161,7 @@ extension CommandLine {
             do { try ProcessControl.protectSecrets() } catch { throw Failure(error.description) }
         }
         if let notice = SecureBytes.takeLockFailureNotice() { printError("tunnelgate: warning: \(notice)") }
-        let isolated = try namespace(netns)
+        let isolated = try opened(netns)
         if detach { return try spawnDetached(path, netns: netns, restart: restart, settings: settings) }
 
         let ready = readyFD.map { FileDescriptor(rawValue: $0) }
@@ -165,7 +177,7 @@ extension CommandLine {
     /// `up` with the runtime in a packet plane: the unprivileged, sandboxed process that hosts it
     /// (docs/architecture.md, Processes). This process is the engine: it applies the settings, watches
     /// and repairs them, serves the control socket and publishes the status; the plane moves packets.
-    static func upWithPlane(_ original: consuming TunnelSettings, path: String, isolated: NetworkNamespace?, ready: FileDescriptor?,
+    static func upWithPlane(_ original: consuming TunnelSettings, path: String, isolated: OpenedNamespace?, ready: FileDescriptor?,
                             notifier: ServiceNotifier?, fail: (String) -> Failure) throws -> Int32 {
         var settings = consume original
         // The engine keeps only the capabilities it needs (TunnelSession.engineCapabilities).
@@ -186,7 +198,7 @@ extension CommandLine {
                 }
             }
             signals = try TerminationSignals.block()
-            engine = try Engine(namespace: isolated)
+            engine = try Engine(namespace: isolated?.namespace)
             do { user = try PlaneUser.allocate() } catch { throw fail(error.description) }
         } catch {
             package.release()
@@ -197,6 +209,13 @@ extension CommandLine {
                                     restart: restartPolicy(settings.restart), planeLog: FileDescriptor(rawValue: 2),
                                     log: { printError("tunnelgate: \($0)") })
         session.notifier = notifier
+        if let isolated {
+            // The tunnel ends when its namespace goes (its process exits, its file is removed).
+            do { session.namespaceWatch = try isolated.watch() } catch {
+                _ = try? session.stop()
+                throw fail("--netns \(isolated.reference): cannot watch the namespace: \(error)")
+            }
+        }
         notifier?.status("\(settings.name): connecting (loading the runtime, applying the settings)")
         // The runtime is loaded in the plane (library, symbols, secret) before the kernel is touched.
         do { try session.prepare() } catch {
@@ -236,6 +255,7 @@ extension CommandLine {
             printError("tunnelgate: \(session.summary); stop with Ctrl-C or `tunnelgate down \(name)`")
         }
         var failure: String?
+        var namespaceGone: String?
         switch session.run(signals: signals) {
         case .signal(let signal): printError("tunnelgate: \(name): stopping (signal \(signal))")
         case .stopRequested: printError("tunnelgate: \(name): stopping (stop requested)")
@@ -249,12 +269,27 @@ extension CommandLine {
             failure = error.message  // a provider's ends: not reached for a configuration's runtime
         case .cancelled(nil):
             break
+        case .namespaceGone(let why):
+            namespaceGone = "its namespace \(isolated?.summary ?? "") went away: \(why)"
+            printError("tunnelgate: \(name): \(namespaceGone!); stopping")
         }
+        // A namespace that went while processes are still in it (a container sharing it, `ip netns del`
+        // with processes inside) keeps the kill switch: it goes with the namespace, never before it.
+        let stillUsed = namespaceGone != nil && isolated.map { !ProcessControl.processes(inNetworkNamespace: $0.namespace.inode).isEmpty } == true
         do {
-            try session.stop()
+            let note = try session.stop(keepKillSwitch: stillUsed)
+            for line in note.split(separator: "\n") { printError("tunnelgate: \(name): \(line)") }
         } catch {
             engine.recordDisconnect(name, message: (failure.map { "the runtime failed: \($0); then " } ?? "") + error.description)
             throw Failure(error.description)
+        }
+        if let namespaceGone {
+            // Recorded where the namespace's state is (while it lasts) and in the caller's namespace,
+            // where `tunnelgate status NAME` finds it after the namespace is gone.
+            engine.recordDisconnect(name, message: namespaceGone)
+            (try? Engine())?.recordDisconnect(name, message: namespaceGone)
+            printError("tunnelgate: \(name): disconnected, everything removed" + (stillUsed ? " but the kill switch in the namespace, which goes with it" : ""))
+            throw Failure("\(name): \(namespaceGone)")
         }
         printError("tunnelgate: \(name): disconnected, everything removed")
         if let failure {
@@ -272,7 +307,17 @@ extension CommandLine {
 
     /// Starts `tunnelgate up CONFIG --ready-fd 3` in its own session and waits
     /// until it reports the tunnel applied and verified, or its error.
-    static func spawnDetached(_ path: String, netns: String?, restart: String?, settings: TunnelSettings) throws -> Int32 {
+    static func spawnDetached(_ path: String, netns: NamespaceReference?, restart: String?, settings: TunnelSettings) throws -> Int32 {
+        let started = try startEngine(path, netns: netns, restart: restart, settings: settings)
+        print("\(started.summary); running in the background as pid \(started.pid)")
+        return ExitCode.success
+    }
+
+    /// The engine of `up --detach` and `exec`: `tunnelgate up CONFIG --ready-fd 3` in a session of its
+    /// own, its output appended to the tunnel's log; returns once it has written `ready SUMMARY` (the
+    /// settings applied and verified), or throws its `error …` line.
+    static func startEngine(_ path: String, netns: NamespaceReference?, restart: String?,
+                            settings: TunnelSettings) throws -> (pid: Int32, summary: String) {
         // Both ends blocking: the child writes its one line, this process waits for it.
         let (readEnd, writeEnd) = try FileDescriptor.pipe()
         defer { readEnd.close() }
@@ -285,7 +330,7 @@ extension CommandLine {
         }
         let state = try Engine(namespace: try namespace(netns)).state
         let executable = "/proc/self/exe"
-        let argv = ["tunnelgate", "up", absolutePath(path), "--ready-fd", "3"] + (netns.map { ["--netns", $0] } ?? [])
+        let argv = ["tunnelgate", "up", absolutePath(path), "--ready-fd", "3"] + (netns.map { ["--netns", $0.description] } ?? [])
             + (restart.map { ["--restart", $0] } ?? [])
         let pid: Int32
         do {
@@ -306,10 +351,7 @@ extension CommandLine {
             reply += chunk[0..<count]
         }
         let text = String(decoding: reply, as: UTF8.self)
-        if text.hasPrefix("ready ") {
-            print("\(text.dropFirst(6)); running in the background as pid \(pid)")
-            return ExitCode.success
-        }
+        if text.hasPrefix("ready ") { return (pid, String(text.dropFirst(6))) }
         // The raw wait status, as waitpid(2) gives it.
         let status: Int32 = switch (try? ProcessControl.wait(for: pid)) ?? nil {
         case .exited(let code): code << 8
@@ -320,9 +362,9 @@ extension CommandLine {
         throw Failure("the tunnel process exited before the tunnel was up (wait status \(status)); see \(state.logPath(settings.name))")
     }
 
-    static func down(_ name: String, netns: String?, keepKillSwitch: Bool) throws -> Int32 {
+    static func down(_ name: String, netns: NamespaceReference?, keepKillSwitch: Bool) throws -> Int32 {
         if let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .down) }
-        let gateway = try Engine(namespace: try namespace(netns))
+        let gateway = try Engine(namespace: try existingNamespace(netns))
         try gateway.down(name, keepKillSwitch: keepKillSwitch)
         if keepKillSwitch, gateway.hasKillSwitchInPlace(name) {
             print("\(name): down, everything removed but its kill switch, which stays until `tunnelgate down \(name)` or the next `up`")
@@ -332,9 +374,9 @@ extension CommandLine {
         return ExitCode.success
     }
 
-    static func status(_ name: String?, netns: String?, json: Bool) throws -> Int32 {
+    static func status(_ name: String?, netns: NamespaceReference?, json: Bool) throws -> Int32 {
         if let name, let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .status) }
-        let gateway = try Engine(readOnly: true, namespace: try namespace(netns))
+        let gateway = try Engine(readOnly: true, namespace: try existingNamespace(netns))
         let reports = try gateway.reports(name: name)
         if json {
             let encoder = JSONEncoder()
@@ -350,7 +392,7 @@ extension CommandLine {
         return ExitCode.success
     }
 
-    static func message(_ name: String, _ data: String, netns: String?) throws -> Int32 {
+    static func message(_ name: String, _ data: String, netns: NamespaceReference?) throws -> Int32 {
         if let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .message) }
         let gateway = try Engine(readOnly: true, namespace: try namespace(netns))
         let path = gateway.state.controlPath(name)
@@ -375,7 +417,7 @@ extension CommandLine {
     /// as the teardown, 15 to 30 ms here, which a 20 ms poll alone sees only when the teardown outlasts
     /// it. It still polls every 20 ms for what makes no event (an owner killed: the kernel releases its
     /// lock).
-    static func watchStatus(_ name: String, netns: String?) throws -> Int32 {
+    static func watchStatus(_ name: String, netns: NamespaceReference?) throws -> Int32 {
         if let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .status) }
         let gateway = try Engine(readOnly: true, namespace: try namespace(netns))
         let statePath = gateway.state.statePath(name)

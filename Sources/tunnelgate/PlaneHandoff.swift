@@ -34,7 +34,8 @@ enum PlaneHandoff {
             if let failure { throw failure }
             let parts = tail.map { [PlaneLoad.Secret(role: .runtimeSecret, count: $0.count)] } ?? []
             return (PlanePackage(load: PlaneLoad(runtime: .callback(c), descriptors: [.library], secrets: parts, tunnelName: name),
-                                 descriptors: [library], secrets: tail, startTimeout: c.startTimeoutSeconds, tunOffloads: false,
+                                 descriptors: [library], secrets: tail, startTimeout: c.startTimeoutSeconds,
+                                 tunOffloads: CallbackRuntimeHost.wantsTunOffloads(c),
                                  carrierIdentity: .planeUser), nil)
         case .mesh(let m):
             let library = try sealedLibrary(m.library, key: "runtime.library", what: "MeshGuard library")

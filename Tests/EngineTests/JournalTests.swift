@@ -86,6 +86,42 @@ final class JournalTests: XCTestCase {
         XCTAssertEqual(try Journal.read(path: path)?.rules, plan.rules.map { var r = $0; r.protocolID = 72; return r })
     }
 
+    /// A split tunnel whose routes leave a carrier outside needs no exemption for it: no rules that jump
+    /// past the lookup, and no connection-mark chains (which would put every packet of the namespace
+    /// through connection tracking). A carrier its routes take (an included prefix holds it, no more
+    /// specific exclusion) keeps both; an exclusion of the carrier's prefix frees it again.
+    func testOnlyCapturedCarriersAreExempt() throws {
+        func plan(_ included: String, excluded: String = "") throws -> TunnelPlan {
+            let json = #"{"name": "tg0", "tunnelRemoteAddress": "198.18.0.10", "ipv4Settings": {"addresses": ["10.8.0.2"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["\#(included)"], "excludedRoutes": [\#(excluded)]}, "carrierEndpoints": ["198.18.0.10:51820/udp"]}"#
+            let settings = try TunnelSettings.parse(json: Array(json.utf8))
+            return TunnelPlan(settings: settings, slot: TunnelSlot(index: 1), carriers: try settings.pinCarrierEndpoints(using: Fixed()),
+                              carrierIdentity: .user(64001))
+        }
+        let outside = try plan("10.78.0.0/24")
+        XCTAssertFalse(outside.routesIntoTunnel(IPAddress("198.18.0.10")!))
+        XCTAssertTrue(outside.capturedCarriers.isEmpty)
+        XCTAssertEqual(outside.rules.map(\.description), ["pref 7415 not fwmark 0x1d25/0xffffffff lookup 7461 proto 72"])
+        XCTAssertNil(outside.firewall, "no table at all: nothing to save a mark for")
+        XCTAssertTrue(outside.carrierExemption.hasPrefix("none needed for 198.18.0.10:51820/udp"), outside.carrierExemption)
+
+        for covering in ["198.18.0.0/15", "0.0.0.0/0"] {
+            let inside = try plan(covering)
+            XCTAssertTrue(inside.routesIntoTunnel(IPAddress("198.18.0.10")!), covering)
+            XCTAssertEqual(inside.rules.count, 3, "exemption, lookup, nop (\(covering))")
+            let chains = try XCTUnwrap(inside.firewall).chains.map(\.name)
+            XCTAssertEqual(chains, ["carrier-save", "carrier-restore"], covering)
+            XCTAssertTrue(inside.carrierExemption.hasPrefix("only packets of uid 64001"), inside.carrierExemption)
+        }
+        // The most specific prefix decides: an excluded /24 around the carrier beats the included /15...
+        let excluded = try plan("198.18.0.0/15", excluded: #""198.18.0.0/24""#)
+        XCTAssertFalse(excluded.routesIntoTunnel(IPAddress("198.18.0.10")!))
+        XCTAssertNil(excluded.firewall)
+        // ... and an included /32 inside an excluded /24 takes the carrier again.
+        let pinned = try plan("198.18.0.10/32", excluded: #""198.18.0.0/24""#)
+        XCTAssertTrue(pinned.routesIntoTunnel(IPAddress("198.18.0.10")!))
+        XCTAssertEqual(pinned.capturedCarriers.count, 1)
+    }
+
     func testKillSwitchExemptsOnlyTheIdentityToTheCarrierPort() throws {
         let json = #"{"name": "tg0", "tunnelRemoteAddress": "198.18.0.10", "includeAllNetworks": true, "ipv4Settings": {"addresses": ["10.8.0.2"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["0.0.0.0/0"]}, "carrierEndpoints": ["198.18.0.10:51820/udp"]}"#
         let settings = try TunnelSettings.parse(json: Array(json.utf8))

@@ -2,6 +2,7 @@ import LinuxSystem
 import Synchronization
 import TUN
 import TunnelgateSettings
+import TunnelgateTestSupport
 @testable import WireGuard
 import XCTest
 
@@ -26,7 +27,7 @@ final class DeviceLoopbackTests: XCTestCase {
         static let a6 = IPv6Address("2001:db8::1")!, b6 = IPv6Address("2001:db8::2")!
 
         init(carrier: IPFamily = .ipv4, timers: WireGuardTimers = .standard, virtioHeader: Bool = false,
-             extraAllowedAtA: [IPPrefix] = []) throws {
+             extraAllowedAtA: [IPPrefix] = [], uapiA: String? = nil) throws {
             tunA = try PacketChannel(mtu: 1420, virtioHeader: virtioHeader)
             tunB = try PacketChannel(mtu: 1420, virtioHeader: virtioHeader)
             bindA = try XCTUnwrap(try network.bind(ipv4: Self.a4, ipv6: Self.a6, port: 51820))
@@ -43,7 +44,7 @@ final class DeviceLoopbackTests: XCTestCase {
                                     bind: bindA, timers: timers, log: { log.append("A: \($0)") })
             b = try WireGuardDevice(DeviceConfiguration(privateKey: keyB, listenPort: 51821, fwmark: 0, peers: [peerA]),
                                     bind: bindB, timers: timers, log: { log.append("B: \($0)") })
-            try a.start(tun: tunA.tunnel, fwmark: nil, uapi: nil)
+            try a.start(tun: tunA.tunnel, fwmark: nil, uapi: uapiA.map { .path($0) })
             try b.start(tun: tunB.tunnel, fwmark: nil, uapi: nil)
         }
 
@@ -72,7 +73,7 @@ final class DeviceLoopbackTests: XCTestCase {
         let total = 20 + 8 + payload.count
         var header: [UInt8] = [0x45, 0, UInt8(total >> 8), UInt8(total & 0xFF), 0x12, 0x34, 0x40, 0, 64, 17, 0, 0]
         header += IPv4Address(source)!.bytes + IPv4Address(destination)!.bytes
-        let sum = TunOffloadTests.rfc1071(header)
+        let sum = TestPackets.rfc1071(header)
         header[10] = UInt8(~sum >> 8); header[11] = UInt8(~sum & 0xFF)
         let udp: [UInt8] = [0x30, 0x39, 0x30, 0x3A, UInt8((8 + payload.count) >> 8), UInt8((8 + payload.count) & 0xFF), 0, 0]
         return header + udp + payload
@@ -145,6 +146,109 @@ final class DeviceLoopbackTests: XCTestCase {
         XCTAssertEqual(sb.peers.first?.endpoint, p.bindA.endpoint(carrier), "B learnt A's endpoint from the handshake (roaming)")
         XCTAssertEqual(sa.peers.first?.hasSession, true)
         XCTAssertEqual(p.network.undeliverable, 0)
+    }
+
+    /// A wg(8) client that trickles its request (a byte every 0.5 s, 2.5 s in all; the issue measured
+    /// one stalling the tunnel for 4.4 s) holds up nothing: packets keep crossing while it writes, and
+    /// its `get` is still answered once the request is complete; a `set` is applied through the same
+    /// path. On a device that read requests on its own thread, no packet crossed until the client was done.
+    func testSlowUAPIClientDoesNotStallThePackets() throws {
+        let directory = "/tmp/tg-uapi-test-\(ProcessControl.id)"
+        let path = directory + "/a.sock"
+        defer { FileSystem.remove(path); FileSystem.remove(directory) }
+        let p = try Pair(uapiA: path)
+        pair = p
+        let first = Self.ipv4(from: "10.70.0.1", to: "10.70.0.2", payload: Self.payload(0))
+        p.tunA.host.write(first)
+        XCTAssertEqual(receive(p.tunB.host, count: 1), [first], "a session first")
+
+        let client = try UnixSocket.connect(to: path)
+        defer { client.close() }
+        let request = Array("get=1\n\n".utf8)
+        var sent = 0, crossedWhileTrickling = 0, n = 1
+        let start = ProcessControl.monotonicSeconds()
+        while sent < request.count - 1 {
+            if ProcessControl.monotonicSeconds() - start >= Double(sent) * 0.5 {
+                _ = try request[sent...sent].withUnsafeBytes { try client.write($0) }
+                sent += 1
+            }
+            p.tunA.host.write(Self.ipv4(from: "10.70.0.1", to: "10.70.0.2", payload: Self.payload(n)))
+            n += 1
+            crossedWhileTrickling += receive(p.tunB.host, count: 1, timeout: 0.02).count
+        }
+        XCTAssertGreaterThan(ProcessControl.monotonicSeconds() - start, 2.4, "the client took its time")
+        XCTAssertGreaterThan(crossedWhileTrickling, 20, "packets crossed while the client trickled (\(n - 1) sent)")
+        _ = try request[sent...].withUnsafeBytes { try client.write($0) }
+        let reply = readAll(client)
+        XCTAssertTrue(reply.hasPrefix("private_key="), reply.prefix(20).description)
+        XCTAssertTrue(reply.hasSuffix("errno=0\n\n"))
+        XCTAssertTrue(reply.contains("public_key=\(UAPI.hex(p.keyB.publicKey.bytes))"))
+
+        let set = try UnixSocket.connect(to: path)
+        defer { set.close() }
+        _ = try Array("set=1\npublic_key=\(UAPI.hex(p.keyB.publicKey.bytes))\npersistent_keepalive_interval=7\n\n".utf8)
+            .withUnsafeBytes { try set.write($0) }
+        XCTAssertEqual(readAll(set), "errno=0\n\n")
+        XCTAssertEqual(p.a.snapshot().peers.first?.persistentKeepalive, 7, "the set was applied by the device")
+    }
+
+    /// Under load, a source that answers its cookie (valid MAC2) still gets only its token bucket's
+    /// worth of handshake work: of 40 valid-MAC2 initiations sent at once from one address, 5 (the
+    /// burst) pass to the Diffie-Hellman and the rest are dropped as dropsSourceRate; another address
+    /// has a bucket of its own.
+    func testValidMAC2InitiationsFromOneSourceAreRateLimited() throws {
+        let p = try Pair()
+        pair = p
+        let attacker = try XCTUnwrap(try p.network.bind(ipv4: IPv4Address("198.18.0.9")!, ipv6: nil, port: 40000))
+        let from = try XCTUnwrap(attacker.endpoint(.ipv4))
+        let target = try XCTUnwrap(p.bindB.endpoint(.ipv4))
+        var stamp = WireGuardCrypto.tai64n(unixSeconds: 1_900_000_000, nanoseconds: 0)
+        func initiation(cookie: [UInt8]?) throws -> [UInt8] {
+            stamp[11] &+= 1
+            return try Handshake.createInitiation(localStatic: p.keyA, remoteStatic: p.keyB.publicKey, presharedKey: nil,
+                                                  senderIndex: 7, timestamp: stamp, cookie: cookie).message
+        }
+        // Valid MAC1 only, 40 in a burst: B goes under load and answers the ones past its limit with cookies.
+        var mac1s: [[UInt8]] = []
+        for _ in 0..<40 {
+            let message = try initiation(cookie: nil)
+            mac1s.append(try XCTUnwrap(message.withUnsafeBytes { MessageType.mac1(of: $0) }))
+            XCTAssertTrue(p.network.inject(message, from: from, to: target))
+        }
+        let batch = DatagramBatch(slotSize: 2048)
+        var reply: [UInt8]?
+        XCTAssertTrue(eventually {
+            if attacker.receive(.ipv4, into: batch) > 0 {
+                for i in 0..<batch.count where MessageType.classify(UnsafeRawBufferPointer(batch.datagram(i).bytes)) == .cookieReply {
+                    reply = Array(batch.datagram(i).bytes)
+                }
+            }
+            return reply != nil
+        }, "B sent a cookie reply")
+        // A cookie reply is bound to the MAC1 of the initiation it answers: one of those sent.
+        let answered = try XCTUnwrap(reply)
+        let cookie = try XCTUnwrap(mac1s.lazy.compactMap {
+            try? Handshake.consumeCookieReply(answered, remotePublic: p.keyB.publicKey, lastMAC1: $0)
+        }.first, "the cookie reply opens with one of the initiations' MAC1")
+        let before = p.b.snapshot().counters
+        for _ in 0..<40 { XCTAssertTrue(p.network.inject(try initiation(cookie: cookie), from: from, to: target)) }
+        XCTAssertTrue(eventually { p.b.snapshot().counters.dropsSourceRate >= before.dropsSourceRate + 30 },
+                      "most of the 40 valid-MAC2 initiations were dropped by the source's bucket")
+        let after = p.b.snapshot().counters
+        let passed = 40 - Int(after.dropsSourceRate - before.dropsSourceRate)
+        XCTAssertTrue((1...7).contains(passed), "\(passed) passed to the handshake: the burst (5), and what refilled meanwhile")
+    }
+
+    /// What a UAPI client reads until the server closes (at most 5 s).
+    func readAll(_ fd: FileDescriptor) -> String {
+        var out: [UInt8] = [], chunk = [UInt8](repeating: 0, count: 4096)
+        let deadline = ProcessControl.monotonicSeconds() + 5
+        while ProcessControl.monotonicSeconds() < deadline {
+            guard (try? Poll.readable(fd, timeoutMilliseconds: 100)) == true else { continue }
+            guard let n = try? chunk.withUnsafeMutableBytes({ try fd.read(into: $0) }), n > 0 else { break }
+            out += chunk[0..<n]
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     func testHandshakeAndPacketsBothWaysIPv4AndIPv6InsideOverAnIPv4Carrier() throws { try checkBothWays(carrier: .ipv4) }
@@ -268,8 +372,8 @@ final class DeviceLoopbackTests: XCTestCase {
     func testTCPSuperPacketArrivesAsSegments() throws {
         let p = try Pair(virtioHeader: true)
         pair = p
-        let data = TunOffloadTests.payload(4000)
-        let superPacket = TunOffloadTests.tcpPacket(v6: false, payload: data, flags: TunOffloadTests.ack | TunOffloadTests.psh)
+        let data = TestPackets.payload(4000)
+        let superPacket = TestPackets.tcpPacket(v6: false, payload: data, flags: TestPackets.ack | TestPackets.psh)
         let header = VirtioNetHeader(flags: VirtioNetHeader.needsChecksum, gsoType: VirtioNetHeader.GSOType.tcpv4.rawValue,
                                      headerLength: 52, gsoSize: 1368, checksumStart: 20, checksumOffset: 16)
         XCTAssertTrue(p.tunA.host.write(superPacket, header: header))
@@ -280,7 +384,7 @@ final class DeviceLoopbackTests: XCTestCase {
         }, "three segments arrive (\(got.count))")
         XCTAssertEqual(got.map { $0.packet.count }, [52 + 1368, 52 + 1368, 52 + 4000 - 2 * 1368])
         XCTAssertTrue(got.allSatisfy { $0.header == VirtioNetHeader() }, "written with a GSO_NONE header")
-        XCTAssertTrue(got.allSatisfy { TunOffloadTests.transportChecksumVerifies($0.packet) }, "each TCP checksum verifies")
+        XCTAssertTrue(got.allSatisfy { TestPackets.transportChecksumVerifies($0.packet) }, "each TCP checksum verifies")
         XCTAssertEqual(got.flatMap { $0.packet[52...] }, data, "the payload, in order")
         let sa = p.a.snapshot().counters
         XCTAssertEqual(sa.superPacketsRead, 1)

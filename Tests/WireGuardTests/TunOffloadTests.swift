@@ -1,95 +1,11 @@
 import TUN
+import TunnelgateTestSupport
 import XCTest
 
 /// TUN offloads: TCP super-packets (virtio_net_hdr GSO TCPV4/TCPV6) cut into segments, partial
-/// checksums completed, and bad headers dropped. Every checksum is verified with `rfc1071` below,
+/// checksums completed, and bad headers dropped. Every checksum is verified with `TestPackets.rfc1071`,
 /// written independently of `InternetChecksum`: bytes taken pairwise, big-endian, folded at the end.
 final class TunOffloadTests: XCTestCase {
-    // MARK: An independent checksum
-
-    /// The 16-bit one's-complement sum of `bytes` as big-endian words (an odd last byte padded).
-    static func rfc1071(_ bytes: [UInt8], initial: UInt32 = 0) -> UInt16 {
-        var sum = initial
-        var i = 0
-        while i < bytes.count {
-            let high = UInt32(bytes[i]), low = i + 1 < bytes.count ? UInt32(bytes[i + 1]) : 0
-            sum += high << 8 | low
-            i += 2
-        }
-        while sum > 0xFFFF { sum = (sum & 0xFFFF) + (sum >> 16) }
-        return UInt16(sum)
-    }
-
-    /// The pseudo-header's sum for a TCP/UDP packet of `length` transport bytes.
-    static func pseudo(source: [UInt8], destination: [UInt8], protocol number: UInt8, length: Int) -> UInt32 {
-        var bytes = source + destination
-        if source.count == 4 {
-            bytes += [0, number, UInt8(length >> 8), UInt8(length & 0xFF)]
-        } else {
-            bytes += [UInt8(length >> 24), UInt8((length >> 16) & 0xFF), UInt8((length >> 8) & 0xFF), UInt8(length & 0xFF),
-                      0, 0, 0, number]
-        }
-        return UInt32(rfc1071(bytes))
-    }
-
-    /// Whether the transport checksum of an IP packet (no IPv6 extension headers) verifies.
-    static func transportChecksumVerifies(_ packet: [UInt8]) -> Bool {
-        let v6 = packet[0] >> 4 == 6
-        let offset = v6 ? 40 : Int(packet[0] & 0x0F) * 4
-        let source = v6 ? Array(packet[8..<24]) : Array(packet[12..<16])
-        let destination = v6 ? Array(packet[24..<40]) : Array(packet[16..<20])
-        let proto = v6 ? packet[6] : packet[9]
-        let segment = Array(packet[offset...])
-        let initial = pseudo(source: source, destination: destination, protocol: proto, length: segment.count)
-        return rfc1071(segment, initial: initial) == 0xFFFF
-    }
-
-    static func ipv4HeaderChecksumVerifies(_ packet: [UInt8]) -> Bool {
-        rfc1071(Array(packet[0..<Int(packet[0] & 0x0F) * 4])) == 0xFFFF
-    }
-
-    static func be16(_ p: [UInt8], _ at: Int) -> Int { Int(p[at]) << 8 | Int(p[at + 1]) }
-    static func be32(_ p: [UInt8], _ at: Int) -> UInt32 {
-        UInt32(p[at]) << 24 | UInt32(p[at + 1]) << 16 | UInt32(p[at + 2]) << 8 | UInt32(p[at + 3])
-    }
-
-    // MARK: Packets built here
-
-    static let fin: UInt8 = 0x01, psh: UInt8 = 0x08, ack: UInt8 = 0x10, cwr: UInt8 = 0x80
-
-    /// A TCP packet: IPv4 (20-byte header) or IPv6 (40), a TCP header with 12 bytes of options
-    /// (data offset 8), sequence `sequence`, `flags`, and the checksum field holding the
-    /// pseudo-header's sum as a stack leaves it for NEEDS_CSUM.
-    static func tcpPacket(v6: Bool, payload: [UInt8], sequence: UInt32 = 0xFFFF_F000, flags: UInt8) -> [UInt8] {
-        var tcp: [UInt8] = [0x9C, 0x40, 0x14, 0x51]                                   // ports 40000 → 5201
-        tcp += [UInt8(sequence >> 24), UInt8((sequence >> 16) & 0xFF), UInt8((sequence >> 8) & 0xFF), UInt8(sequence & 0xFF)]
-        tcp += [0x01, 0x02, 0x03, 0x04]                                               // acknowledgement
-        tcp += [0x80, flags, 0x01, 0xF6, 0, 0, 0, 0]                                  // offset 8, window, checksum, urgent
-        tcp += [0x01, 0x01, 0x08, 0x0A, 0xAA, 0xBB, 0xCC, 0xDD, 0x11, 0x22, 0x33, 0x44] // NOP NOP timestamps
-        let transport = tcp + payload
-        let source: [UInt8], destination: [UInt8]
-        var ip: [UInt8]
-        if v6 {
-            source = [0xFD, 0x70] + [UInt8](repeating: 0, count: 13) + [1]
-            destination = [0xFD, 0x70] + [UInt8](repeating: 0, count: 13) + [2]
-            ip = [0x60, 0x00, 0x00, 0x00, UInt8(transport.count >> 8), UInt8(transport.count & 0xFF), 6, 64] + source + destination
-        } else {
-            source = [10, 70, 0, 1]
-            destination = [10, 70, 0, 2]
-            let total = 20 + transport.count
-            ip = [0x45, 0x00, UInt8(total >> 8), UInt8(total & 0xFF), 0xFF, 0xFE, 0x40, 0x00, 64, 6, 0, 0] + source + destination
-            let c = ~rfc1071(ip)
-            ip[10] = UInt8(c >> 8); ip[11] = UInt8(c & 0xFF)
-        }
-        var packet = ip + transport
-        let partial = UInt16(pseudo(source: source, destination: destination, protocol: 6, length: transport.count))
-        packet[ip.count + 16] = UInt8(partial >> 8)
-        packet[ip.count + 17] = UInt8(partial & 0xFF)
-        return packet
-    }
-
-    static func payload(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 8) } }
-
     /// Runs `prepare` on header + packet as one TUN read would hold them; returns the outcome and
     /// the packet as prepare left it.
     static func prepare(_ header: VirtioNetHeader, _ packet: [UInt8], mtu: Int = 1420) -> (VirtioNetHeader.Offload, [UInt8]) {
@@ -123,8 +39,8 @@ final class TunOffloadTests: XCTestCase {
     func checkSegmentation(v6: Bool) throws {
         let ipLength = v6 ? 40 : 20, headers = ipLength + 32
         let mss = v6 ? 1348 : 1368
-        let data = Self.payload(5000)
-        let packet = Self.tcpPacket(v6: v6, payload: data, flags: Self.cwr | Self.ack | Self.psh | Self.fin)
+        let data = TestPackets.payload(5000)
+        let packet = TestPackets.tcpPacket(v6: v6, payload: data, flags: TestPackets.cwr | TestPackets.ack | TestPackets.psh | TestPackets.fin)
         // hdr_len as a TUN reports it: the whole linear part, longer than the headers.
         let header = gsoHeader(v6: v6, gsoSize: UInt16(mss), headerLength: 200)
         let (outcome, _) = Self.prepare(header, packet)
@@ -139,21 +55,21 @@ final class TunOffloadTests: XCTestCase {
             XCTAssertEqual(segment.count, headers + payloadLength, "segment \(i) length")
             XCTAssertLessThanOrEqual(segment.count, 1420)
             if v6 {
-                XCTAssertEqual(Self.be16(segment, 4), segment.count - 40, "segment \(i): IPv6 payload length")
+                XCTAssertEqual(TestPackets.be16(segment, 4), segment.count - 40, "segment \(i): IPv6 payload length")
                 XCTAssertEqual(Array(segment[0..<4]) + Array(segment[6..<40]), Array(packet[0..<4]) + Array(packet[6..<40]))
             } else {
-                XCTAssertEqual(Self.be16(segment, 2), segment.count, "segment \(i): IPv4 total length")
-                XCTAssertEqual(Self.be16(segment, 4), (0xFFFE + i) & 0xFFFF, "segment \(i): IPv4 identification")
-                XCTAssertTrue(Self.ipv4HeaderChecksumVerifies(segment), "segment \(i): IPv4 header checksum")
+                XCTAssertEqual(TestPackets.be16(segment, 2), segment.count, "segment \(i): IPv4 total length")
+                XCTAssertEqual(TestPackets.be16(segment, 4), (0xFFFE + i) & 0xFFFF, "segment \(i): IPv4 identification")
+                XCTAssertTrue(TestPackets.ipv4HeaderChecksumVerifies(segment), "segment \(i): IPv4 header checksum")
                 XCTAssertEqual(Array(segment[12..<20]), Array(packet[12..<20]))
             }
-            XCTAssertTrue(Self.transportChecksumVerifies(segment), "segment \(i): TCP checksum")
-            XCTAssertEqual(Self.be32(segment, ipLength + 4), 0xFFFF_F000 &+ UInt32(i * mss), "segment \(i): sequence")
+            XCTAssertTrue(TestPackets.transportChecksumVerifies(segment), "segment \(i): TCP checksum")
+            XCTAssertEqual(TestPackets.be32(segment, ipLength + 4), 0xFFFF_F000 &+ UInt32(i * mss), "segment \(i): sequence")
             let flags = segment[ipLength + 13]
-            XCTAssertEqual(flags & Self.ack, Self.ack, "segment \(i): ACK on every segment")
-            XCTAssertEqual(flags & Self.cwr != 0, i == 0, "segment \(i): CWR only on the first")
-            XCTAssertEqual(flags & Self.fin != 0, i == 3, "segment \(i): FIN only on the last")
-            XCTAssertEqual(flags & Self.psh != 0, i == 3, "segment \(i): PSH only on the last")
+            XCTAssertEqual(flags & TestPackets.ack, TestPackets.ack, "segment \(i): ACK on every segment")
+            XCTAssertEqual(flags & TestPackets.cwr != 0, i == 0, "segment \(i): CWR only on the first")
+            XCTAssertEqual(flags & TestPackets.fin != 0, i == 3, "segment \(i): FIN only on the last")
+            XCTAssertEqual(flags & TestPackets.psh != 0, i == 3, "segment \(i): PSH only on the last")
             // Ports, acknowledgement, window and options are copied unchanged.
             XCTAssertEqual(Array(segment[ipLength..<ipLength + 4]), Array(packet[ipLength..<ipLength + 4]))
             XCTAssertEqual(Array(segment[ipLength + 8..<ipLength + 13]), Array(packet[ipLength + 8..<ipLength + 13]))
@@ -169,15 +85,15 @@ final class TunOffloadTests: XCTestCase {
 
     func testSuperPacketOfExactMultipleAndOfOneSegment() {
         for (length, expected) in [(1368 * 2, 2), (1368, 1), (100, 1)] {
-            let packet = Self.tcpPacket(v6: false, payload: Self.payload(length), flags: Self.ack | Self.psh)
+            let packet = TestPackets.tcpPacket(v6: false, payload: TestPackets.payload(length), flags: TestPackets.ack | TestPackets.psh)
             guard case .segments(let plan) = Self.prepare(gsoHeader(v6: false, gsoSize: 1368), packet).0 else {
                 return XCTFail("\(length): not segmented")
             }
             XCTAssertEqual(plan.count, expected, "\(length) bytes")
             let segments = Self.segments(plan, packet)
             XCTAssertEqual(segments.map { $0.count - 52 }.reduce(0, +), length)
-            XCTAssertTrue(segments.allSatisfy(Self.transportChecksumVerifies))
-            XCTAssertEqual(segments.last.map { $0[33] & Self.psh }, Self.psh)
+            XCTAssertTrue(segments.allSatisfy(TestPackets.transportChecksumVerifies))
+            XCTAssertEqual(segments.last.map { $0[33] & TestPackets.psh }, TestPackets.psh)
         }
     }
 
@@ -185,32 +101,32 @@ final class TunOffloadTests: XCTestCase {
 
     func testNeedsChecksumSinglePacketIsCompleted() {
         // TCP over IPv6, no GSO: the field holds the pseudo-header's sum.
-        let tcp = Self.tcpPacket(v6: true, payload: Self.payload(777), flags: Self.ack)
-        XCTAssertFalse(Self.transportChecksumVerifies(tcp), "the test packet starts with a partial checksum")
+        let tcp = TestPackets.tcpPacket(v6: true, payload: TestPackets.payload(777), flags: TestPackets.ack)
+        XCTAssertFalse(TestPackets.transportChecksumVerifies(tcp), "the test packet starts with a partial checksum")
         let header = VirtioNetHeader(flags: VirtioNetHeader.needsChecksum, headerLength: 0, checksumStart: 40, checksumOffset: 16)
         let (outcome, prepared) = Self.prepare(header, tcp)
         XCTAssertEqual(outcome, .packet)
-        XCTAssertTrue(Self.transportChecksumVerifies(prepared))
+        XCTAssertTrue(TestPackets.transportChecksumVerifies(prepared))
         XCTAssertEqual(prepared[0..<56], tcp[0..<56], "only the checksum changes")
         XCTAssertEqual(prepared[58...], tcp[58...])
 
         // UDP over IPv4, odd length: the checksum is at offset 6 of the UDP header.
-        let body = Self.payload(333)
+        let body = TestPackets.payload(333)
         let udpLength = 8 + body.count
         var udp: [UInt8] = [0x45, 0, UInt8((20 + udpLength) >> 8), UInt8((20 + udpLength) & 0xFF), 0, 1, 0x40, 0, 64, 17, 0, 0,
                             10, 70, 0, 1, 10, 70, 0, 2]
-        let partial = UInt16(Self.pseudo(source: [10, 70, 0, 1], destination: [10, 70, 0, 2], protocol: 17, length: udpLength))
+        let partial = UInt16(TestPackets.pseudo(source: [10, 70, 0, 1], destination: [10, 70, 0, 2], protocol: 17, length: udpLength))
         udp += [0x30, 0x39, 0x00, 0x35, UInt8(udpLength >> 8), UInt8(udpLength & 0xFF), UInt8(partial >> 8), UInt8(partial & 0xFF)]
         udp += body
         let (udpOutcome, udpPrepared) = Self.prepare(
             VirtioNetHeader(flags: VirtioNetHeader.needsChecksum, checksumStart: 20, checksumOffset: 6), udp)
         XCTAssertEqual(udpOutcome, .packet)
-        XCTAssertTrue(Self.transportChecksumVerifies(udpPrepared))
-        XCTAssertNotEqual(Self.be16(udpPrepared, 26), 0, "a UDP checksum is never sent as 0")
+        XCTAssertTrue(TestPackets.transportChecksumVerifies(udpPrepared))
+        XCTAssertNotEqual(TestPackets.be16(udpPrepared, 26), 0, "a UDP checksum is never sent as 0")
     }
 
     func testPacketWithoutNeedsChecksumIsLeftAlone() {
-        let packet = Self.tcpPacket(v6: false, payload: Self.payload(64), flags: Self.ack)
+        let packet = TestPackets.tcpPacket(v6: false, payload: TestPackets.payload(64), flags: TestPackets.ack)
         let (outcome, prepared) = Self.prepare(VirtioNetHeader(flags: VirtioNetHeader.dataValid), packet)
         XCTAssertEqual(outcome, .packet)
         XCTAssertEqual(prepared, packet)
@@ -219,8 +135,8 @@ final class TunOffloadTests: XCTestCase {
     // MARK: What is dropped
 
     func testMalformedHeadersAreDropped() {
-        let v4 = Self.tcpPacket(v6: false, payload: Self.payload(3000), flags: Self.ack)
-        let v6 = Self.tcpPacket(v6: true, payload: Self.payload(3000), flags: Self.ack)
+        let v4 = TestPackets.tcpPacket(v6: false, payload: TestPackets.payload(3000), flags: TestPackets.ack)
+        let v6 = TestPackets.tcpPacket(v6: true, payload: TestPackets.payload(3000), flags: TestPackets.ack)
         var cases: [(String, VirtioNetHeader, [UInt8], Int)] = [
             ("hdr_len beyond the packet", gsoHeader(v6: false, gsoSize: 1368, headerLength: UInt16(v4.count + 1)), v4, 1420),
             ("gso_size 0", gsoHeader(v6: false, gsoSize: 0), v4, 1420),
@@ -247,7 +163,7 @@ final class TunOffloadTests: XCTestCase {
     }
 
     func testUnsupportedGSOTypesAreDropped() {
-        let v4 = Self.tcpPacket(v6: false, payload: Self.payload(3000), flags: Self.ack)
+        let v4 = TestPackets.tcpPacket(v6: false, payload: TestPackets.payload(3000), flags: TestPackets.ack)
         for (name, type) in [("UDP (UFO)", VirtioNetHeader.GSOType.udp.rawValue), ("UDP_L4 (USO)", VirtioNetHeader.GSOType.udpL4.rawValue),
                              ("TCPV4 with ECN", VirtioNetHeader.GSOType.tcpv4.rawValue | VirtioNetHeader.ecnBit),
                              ("an unknown type", 2)] {
@@ -261,8 +177,8 @@ final class TunOffloadTests: XCTestCase {
     /// accepted for segmentation is written within its segments' lengths and below the MTU.
     func testArbitraryHeadersNeverCrash() {
         var random = SeededGenerator(state: 0x7450)
-        let packets = [Self.tcpPacket(v6: false, payload: Self.payload(4000), flags: Self.ack),
-                       Self.tcpPacket(v6: true, payload: Self.payload(4000), flags: Self.ack)]
+        let packets = [TestPackets.tcpPacket(v6: false, payload: TestPackets.payload(4000), flags: TestPackets.ack),
+                       TestPackets.tcpPacket(v6: true, payload: TestPackets.payload(4000), flags: TestPackets.ack)]
         var segmented = 0
         for round in 0..<20_000 {
             var packet = packets[round % 2]
@@ -296,7 +212,7 @@ final class TunOffloadTests: XCTestCase {
             for length in 0..<(300 - start) {
                 let slice = Array(bytes[start..<start + length])
                 let sum = bytes.withUnsafeBytes { InternetChecksum.add(UnsafeRawBufferPointer(rebasing: $0[start..<start + length])) }
-                XCTAssertEqual(UInt16(bigEndian: InternetChecksum.fold(sum)), Self.rfc1071(slice), "start \(start), length \(length)")
+                XCTAssertEqual(UInt16(bigEndian: InternetChecksum.fold(sum)), TestPackets.rfc1071(slice), "start \(start), length \(length)")
             }
         }
         // All ones: the end-around carries of the 64-bit sum must not be lost.

@@ -23,7 +23,7 @@ tg_begin --runtime
 
 tg_secret_file "carrier-secret-$$-$RANDOM"
 # The runtime runs in its packet plane, whose uid is the tunnel's carrier identity: its UDP socket is the
-# plane's, and the exemption rule (uidrange) lets it reach the carrier; checked below.
+# plane's. The tunnel's routes do not take the carrier, so no exemption rule is needed; checked below.
 
 config() { # FILE NAME ADDRESS BIND PEER EXTRA-ARGS EXTRA-TOP
   cat >"$1" <<CFG
@@ -52,8 +52,14 @@ tg_run ip netns exec "$NS_L" "$TG" up "$TG_TMP/b.json" --detach
 check_rc "tgb up in L" 0
 PLANE_UID=$(ip netns exec "$NS_C" "$TG" status tga --json | jq -r '.planeUser // empty')
 check "tga's runtime runs in a packet plane of its own uid ($PLANE_UID)" test -n "$PLANE_UID"
-check_match "... which is the carrier identity: a uidrange rule exempts it to the carrier" \
-  "to $(tg_re "$LAN4") uidrange $PLANE_UID-$PLANE_UID goto" "$(ip -n "$NS_C" -4 rule show)"
+# The tunnel routes only 10.60.0.0/24: the carrier is outside its routes, so its identity needs no
+# exemption (no uidrange rule, no connection-mark table: nothing to pay per packet for).
+check_no_match "... the carrier is outside the tunnel's routes: no uidrange rule exempts anyone to it" \
+  "uidrange" "$(ip -n "$NS_C" -4 rule show)"
+check "... and no nftables table (no connection tracking for a mark)" \
+  test -z "$(ip netns exec "$NS_C" nft list tables 2>/dev/null | grep tunnelgate-tga)"
+tg_run ip netns exec "$NS_C" "$TG" plan "$TG_TMP/a.json"
+check_match "... plan says none is needed, and why" "carrier exemption: none needed for $(tg_re "$LAN4"), $(tg_re "$CARRIER4"): the tunnel does not route them" "$TG_OUT"
 log=$(tg_state_dir "$NS_C")/tga.log
 ip netns exec "$NS_C" "$TG" status tga --watch >"$TG_TMP/watch" 2>&1 &
 watcher=$!

@@ -94,6 +94,17 @@ iperf_udp() {
   wait "$server" 2>/dev/null
 }
 
+# digest_transfer: 16 MB of pseudo-random bytes over TCP from C to L through the tunnel; sets $sent_digest
+# and $got_digest ("BYTES SHA256" of what C sent and of what L received).
+digest_transfer() {
+  local server port=5301
+  ip netns exec "$NS_L" timeout 90 python3 "$TG_ROOT/netns/tests/tcp_digest.py" serve 10.60.0.2 $port >"$TG_TMP/digest.out" 2>&1 &
+  server=$!
+  wait_for "digest server listening" 5 bash -c "ip netns exec $NS_L ss -ltn | grep -q 10.60.0.2:$port"
+  sent_digest=$(ip netns exec "$NS_C" timeout 90 python3 "$TG_ROOT/netns/tests/tcp_digest.py" send 10.60.0.2 $port 16777216 $$ 2>&1)
+  wait "$server" 2>/dev/null || true
+  got_digest=$(cat "$TG_TMP/digest.out")
+}
 # runtime_stats NS NAME: the runtime's own status JSON, fresh (app_message "stats"); status --json's copy
 # is published once a second.
 runtime_stats() { ip netns exec "$1" "$TG" message "$2" stats; }
@@ -107,7 +118,7 @@ num() { jq "$1 // 0" <<<"$2"; }
 accounted() {
   local kept took
   kept=$(ip netns exec "$1" "$TG" status "$2" --json |
-    jq '.counters | .packetsFromHost - .droppedNoRuntime - .droppedNotIP - .droppedOverMTU - .droppedRefused')
+    jq '.counters | .packetsFromHost - .droppedNoRuntime - .droppedNotIP - .droppedOverMTU - .droppedRefused - (.droppedOffload // 0)')
   took=$(ip netns exec "$1" "$TG" message "$2" stats | jq .packetsIn)
   echo "host read and kept $kept, the runtime took $took"
   [ -n "$kept" ] && [ "$kept" == "$took" ]
@@ -196,6 +207,12 @@ for path in callback fd callback-single; do
       jq -e '.handOffs > 0 and .handOffs <= .packetsFromHost and .handOffSeconds > 0' <<<"$host"
     check "[$path] many packets per wake-up during the transfer: $d_read read from the TUN in $d_handoffs hand-offs" \
       test "$d_read" -gt "$d_handoffs" -a "$d_handoffs" -gt 0
+    # The callback path's TUN has TCP segmentation offload: the kernel's TCP hands the plane super-packets,
+    # which it cuts into segments (checksums computed anew) before the runtime sees them.
+    check "[$path] the TUN gave the plane TCP super-packets, cut before the runtime saw them ($host)" \
+      jq -e '.superPacketsFromHost > 0 and .packetsFromHost > .superPacketsFromHost and (.droppedOffload // 0) == 0' <<<"$host"
+    digest_transfer
+    check_eq "[$path] 16 MB over TCP arrive intact (SHA-256 of what was sent and what arrived)" "$sent_digest" "$got_digest"
     # While both tunnels run: their processes, the plan and the status outputs, all for the final grep.
     check_processes_clean "[$path] the secret is on no command line of a live tunnelgate" cmdline
     check_processes_clean "[$path] ... nor in the environment of one (the secret came from a file)" environ
@@ -218,6 +235,23 @@ for path in callback fd callback-single; do
   esac
   down_pair
 done
+
+# --- the callback path without offloads (TUNNELGATE_CALLBACK_OFFLOADS=off: one TUN read per packet) ----------
+config_a callback "" ""
+config_b callback "" ""
+run ip netns exec "$NS_C" env TUNNELGATE_CALLBACK_OFFLOADS=off "$TG" up "$TG_TMP/a.json" --detach
+check_rc "[callback, offloads off] tga up" 0
+up_b "[callback, offloads off] tgb"
+iperf_tcp 1
+check_eq "[callback, offloads off] a TCP transfer completes" 0 "$iperf_rc"
+wait_for "[callback, offloads off] the host's counters are published" 3 bash -c \
+  "ip netns exec $NS_C $TG status tga --json | jq -e '.counters.packetsFromHost > 1000' >/dev/null"
+host=$(host_counters "$NS_C" tga)
+check "[callback, offloads off] the TUN gave the plane no super-packet ($host)" \
+  jq -e '.packetsFromHost > 1000 and .superPacketsFromHost == null' <<<"$host"
+digest_transfer
+check_eq "[callback, offloads off] 16 MB over TCP arrive intact" "$sent_digest" "$got_digest"
+down_pair
 
 # --- backpressure: a one-packet queue --------------------------------------------------------------------
 # --direct-send 0: the example would otherwise send most batches on the host's thread, past its queue.

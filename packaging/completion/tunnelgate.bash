@@ -2,19 +2,21 @@
 # /usr/share/bash-completion/completions/tunnelgate; needs nothing from bash-completion itself.
 #
 # Completes the subcommands, each one's options, network namespaces after --netns, and:
-#   validate, plan, up    configured names (/etc/tunnelgate/NAME.json, NAME.conf and
+#   validate, plan, up,   configured names (/etc/tunnelgate/NAME.json, NAME.conf and
+#   exec
 #                         /etc/wireguard/NAME.conf) and files
 #   down, status, message running tunnels (`tunnelgate status --json`, of --netns NS when given)
 #   help                  subcommands
 # netns/tests/completion.sh checks the lists below against `tunnelgate help`.
 
-_tunnelgate_subcommands="validate plan up down status list message metrics help"
+_tunnelgate_subcommands="validate plan up exec down status list message metrics help"
 
 # _tunnelgate_options SUBCOMMAND: the options `tunnelgate help SUBCOMMAND` lists.
 _tunnelgate_options() {
   case $1 in
   plan) echo "--netns" ;;
   up) echo "--netns --detach --restart" ;;
+  exec) echo "--user" ;;
   down) echo "--netns --keep-kill-switch" ;;
   status) echo "--netns --json --watch" ;;
   list) echo "--json" ;;
@@ -70,7 +72,12 @@ _tunnelgate() {
   if [ "$prev" = --netns ]; then
     local ns=()
     [ -d /run/netns ] && mapfile -t ns < <(ls -1 /run/netns 2>/dev/null)
-    mapfile -t COMPREPLY < <(compgen -W "${ns[*]}" -- "$cur")
+    # Also the other forms' prefixes; a path completes as a file.
+    mapfile -t COMPREPLY < <(compgen -W "${ns[*]} pid: docker: podman:" -- "$cur"; [[ $cur == /* ]] && compgen -f -- "$cur")
+    return 0
+  fi
+  if [ "$prev" = --user ]; then
+    mapfile -t COMPREPLY < <(compgen -u -- "$cur")
     return 0
   fi
   if [ "$prev" = --restart ]; then
@@ -84,7 +91,7 @@ _tunnelgate() {
   [ "$positional" -eq 0 ] || return 0
 
   case $sub in
-  validate | plan | up)
+  validate | plan | up | exec)
     local names
     names=$(_tunnelgate_configured)
     mapfile -t COMPREPLY < <(compgen -W "$names" -- "$cur"; compgen -f -- "$cur")

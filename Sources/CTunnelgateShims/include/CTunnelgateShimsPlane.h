@@ -48,6 +48,9 @@ int CTunnelgateShims_spawn_plane(const struct CTunnelgateShims_plane_spawn *spec
 /// pidfd_open(2): a descriptor that becomes readable when `pid` exits. -1 with errno set.
 int CTunnelgateShims_pidfd_open(pid_t pid);
 
+/// gettid(2): the calling thread's id.
+pid_t CTunnelgateShims_gettid(void);
+
 /// socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC): fds[0] the engine's, fds[1] the plane's.
 int CTunnelgateShims_channel_pair(int fds[2]);
 

@@ -2,9 +2,9 @@ import CSodium
 import LinuxSystem
 
 // Handshakes (whitepaper §5.4; wireguard-go's noise-protocol.go and the handshake half of
-// receive.go): initiations sent and retried, initiations answered, responses consumed, and under load
-// (more than `loadLimitPerWindow` handshake messages in 100 ms) cookie replies instead of
-// Diffie-Hellman for whoever has no valid MAC2.
+// receive.go): initiations sent and retried, initiations answered, responses consumed. Their admission
+// (MAC1; under load, more than `loadLimitPerWindow` handshake messages in 100 ms, a valid MAC2 or a
+// cookie reply, and the source's token bucket) is the handshake thread's (HandshakeGate).
 
 extension WireGuardDevice {
     func newIndex(for peer: Peer) -> UInt32 {
@@ -68,34 +68,9 @@ extension WireGuardDevice {
         authenticatedPacketSent(peer, now: now)
     }
 
-    func noteHandshakeMessage(now: Double) -> Bool {
-        if now - loadWindowStart > 0.1 {
-            loadWindowStart = now
-            loadWindowCount = 0
-        }
-        loadWindowCount += 1
-        if loadWindowCount > Self.loadLimitPerWindow { underLoadUntil = now + 1 }
-        return now < underLoadUntil
-    }
-
-    /// Under load, a handshake message needs a valid MAC2 for its source;
-    /// without one it gets a cookie reply instead of a Diffie-Hellman.
-    func admitHandshake(_ message: UnsafeRawBufferPointer, from source: Endpoint, now: Double) -> Bool {
-        guard Handshake.verifyMAC1(message, localPublic: publicKey) else {
-            counters.dropsMAC += 1
-            return false
-        }
-        guard noteHandshakeMessage(now: now) else { return true }
-        let input = source.cookieInput
-        if cookies.verifyMAC2(message, endpoint: input, now: now) { return true }
-        guard let reply = cookies.createReply(to: message, endpoint: input, now: now) else { return false }
-        counters.cookieRepliesSent += 1
-        _ = reply.withUnsafeBytes { send($0, to: source) }
-        return false
-    }
-
+    /// An initiation the handshake thread admitted (HandshakeGate: MAC1, and under load MAC2 and the
+    /// source's bucket): its Diffie-Hellman, against the peers' state this thread owns.
     func handleInitiation(_ message: UnsafeRawBufferPointer, from source: Endpoint, now: Double) {
-        guard admitHandshake(message, from: source, now: now) else { return }
         let received: ReceivedInitiation
         do { received = try Handshake.consumeInitiation(message, localStatic: privateKey) } catch {
             counters.dropsHandshake += 1
@@ -140,8 +115,8 @@ extension WireGuardDevice {
         peer.zeroKeysAt = now + timers.zeroKeysAfter
     }
 
+    /// A response the handshake thread admitted, as an initiation.
     func handleResponse(_ message: UnsafeRawBufferPointer, from source: Endpoint, now: Double) {
-        guard admitHandshake(message, from: source, now: now) else { return }
         let receiver = message.loadUnaligned(fromByteOffset: 8, as: UInt32.self).littleEndian
         guard let id = indexTable[receiver], let peer = peers[id], peer.initiationIndex == receiver,
               let state = peer.initiation else {

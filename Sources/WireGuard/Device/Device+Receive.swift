@@ -23,11 +23,26 @@ extension WireGuardDevice {
         }
     }
 
+    /// The handshake messages the handshake thread admitted, answered here (their Diffie-Hellman).
+    func admittedHandshakes(now: Double) {
+        guard let gate else { return }
+        var handled = 0
+        while handled < 64, gate.admitted.pop({ message, source in
+            switch MessageType.classify(message) {
+            case .initiation: handleInitiation(message, from: source, now: now)
+            case .response: handleResponse(message, from: source, now: now)
+            default: break
+            }
+        }) { handled += 1 }
+        // More left: the next wake-up finds them (each admitted message wakes the thread).
+        if handled == 64, !gate.admitted.isEmpty { wakeUp() }
+    }
+
     func dispatch(_ datagram: UnsafeMutableRawBufferPointer, from source: Endpoint, now: Double) {
         let bytes = UnsafeRawBufferPointer(datagram)
         switch MessageType.classify(bytes) {
-        case .initiation: handleInitiation(bytes, from: source, now: now)
-        case .response: handleResponse(bytes, from: source, now: now)
+        // Admission is the handshake thread's; what it admits comes back through `admittedHandshakes`.
+        case .initiation, .response: gate?.submit(bytes, from: source)
         case .cookieReply: handleCookieReply(bytes, now: now)
         case .transport: handleTransport(datagram, from: source, now: now)
         case nil: counters.dropsMalformedDatagram += 1

@@ -1,8 +1,9 @@
 import LinuxSystem
 import TunnelgateSettings
 
-// Serving wg(8) (wireguard-go's uapi.go): the UAPI socket's connections, one request each; `get`
-// answered in secure memory, `set` parsed whole (UAPI.parse) and then applied. With the engine's
+// Serving wg(8) (wireguard-go's uapi.go): the UAPI socket's connections, one request each, read and
+// parsed on the UAPI thread (UAPIServer); here, on the device thread, only the answer: `get` built in
+// secure memory, `set` (parsed whole by UAPI.parse) applied. With the engine's
 // carrier sockets, `listen_port` and `fwmark` are refused (EPERM): the engine bound and marked them.
 
 extension WireGuardDevice {
@@ -15,7 +16,10 @@ extension WireGuardDevice {
                                    + "the tunnel's carrier identity, which Tunnelgate sets")
         }
         if let port = change.listenPort, port != bind.port {
-            do throws(BindError) { try bind.rebind(port: port) } catch {
+            // The handshake thread sends cookie replies on these sockets: not while they are replaced.
+            let result = gate?.sendLock.withLock { _ in Result { () throws(BindError) in try bind.rebind(port: port) } }
+                ?? Result { () throws(BindError) in try bind.rebind(port: port) }
+            if case .failure(let error) = result {
                 throw UAPI.Failure(errno: error.errno.rawValue, description: error.description)
             }
         }
@@ -30,7 +34,7 @@ extension WireGuardDevice {
             }
             privateKey = newKey
             publicKey = newKey.publicKey
-            cookies = CookieGenerator(localPublic: publicKey, now: now)
+            gate?.rekey(publicKey: publicKey, now: now)
             for peer in peers.values {
                 unregister(peer)
                 peer.clearKeys()
@@ -67,62 +71,25 @@ extension WireGuardDevice {
         publish()
     }
 
-    func serveUAPI(now: Double) {
-        guard let listener = uapi else { return }
-        while let connection = try? UnixSocket.accept(listener) {
-            defer { connection.close() }
-            // A client may take a second per read and write, no more; one that cannot be bounded is not served.
-            do throws(SystemCallError) { try connection.setTimeouts(seconds: 1) } catch {
-                log("wg API: \(error)")
-                continue
-            }
-            guard let peer = try? UnixSocket.peerCredentials(connection),
-                  peer.uid == 0 || peer.uid == ProcessControl.effectiveUserID else {
-                continue
-            }
-            var lines: [Substring] = []
-            var total = 0
-            while let line = UnixSocket.readLine(connection, limit: 4096) {
-                total += line.count
-                if line.isEmpty || total > 1 << 20 { break }
-                lines.append(Substring(String(decoding: line, as: UTF8.self)))
-            }
-            // wg(8) connects and closes without a word to see whether an interface is there.
-            if lines.isEmpty { continue }
-            var reply: String
-            // A get answer carries the keys in hex: built in secure memory, wiped once sent.
-            var answer: SecretText?
-            // wg(8) reads a set reply's errno as negative (as wireguard-go writes it), a get reply's as digits.
-            let isSet = lines.first == "set=1"
+    /// Answers a request the UAPI thread parsed (UAPIServer), on the device thread: a `get` answer
+    /// built in secure memory, or a `set` applied. Then tells the UAPI thread, which writes the reply.
+    func answer(_ exchange: UAPIServer.Exchange, server: UAPIServer, now: Double) {
+        switch exchange.request {
+        case .get:
+            exchange.answer = uapiGet()
+            exchange.reply = exchange.answer == nil ? "errno=\(Errno.outOfMemory.rawValue)\n\n" : "errno=0\n\n"
+        case .set(let change):
             do throws(UAPI.Failure) {
-                switch try UAPI.parse(lines) {
-                case .get:
-                    answer = uapiGet()
-                    reply = answer == nil ? "errno=\(Errno.outOfMemory.rawValue)\n\n" : "errno=0\n\n"
-                case .set(let change):
-                    try apply(change, now: now)
-                    reply = "errno=0\n\n"
-                }
+                try apply(change, now: now)
+                exchange.reply = "errno=0\n\n"
             } catch {
                 log("wg API: \(error.description)")
-                reply = "errno=\(isSet ? -error.errno : error.errno)\n\n"
-            }
-            if let answer, (try? answer.append(reply)) != nil {
-                answer.withUnsafeBytes { send(connection, $0) }
-            } else {
-                Array(reply.utf8).withUnsafeBytes { send(connection, $0) }
+                // wg(8) reads a set reply's errno as negative (as wireguard-go writes it).
+                exchange.reply = "errno=\(-error.errno)\n\n"
             }
         }
-    }
-
-    /// Writes all of `bytes` to a UAPI client. MSG_NOSIGNAL: a client that hung up must not SIGPIPE
-    /// the tunnel's process.
-    func send(_ connection: FileDescriptor, _ bytes: UnsafeRawBufferPointer) {
-        var offset = 0
-        while offset < bytes.count {
-            guard let n = try? connection.send(UnsafeRawBufferPointer(rebasing: bytes[offset...])), n > 0 else { break }
-            offset += n
-        }
+        var one: UInt8 = 1
+        _ = withUnsafeBytes(of: &one) { try? server.answeredWriter.write($0) }
     }
 
     /// The `get=1` answer (without its errno line), in secure memory; nil when none could be mapped.

@@ -81,6 +81,9 @@ public final class WireGuardDevice: @unchecked Sendable {
     var mtu = 1420
     var uapi: FileDescriptor?
     var uapiPath: String?
+    /// The UAPI thread (reads and parses wg(8)'s requests), and the request it posted for this thread.
+    var uapiServer: UAPIServer?
+    let uapiMailbox = Mutex<UAPIServer.Exchange?>(nil)
     /// The stop signal: stop() writes a byte to `wakeWriter`, the device thread polls `wake`.
     let wake: FileDescriptor
     let wakeWriter: FileDescriptor
@@ -92,14 +95,13 @@ public final class WireGuardDevice: @unchecked Sendable {
     var allowed = AllowedIPs()
     /// Receive index → peer: handshakes in flight and sessions.
     var indexTable: [UInt32: Int] = [:]
-    var cookies: CookieGenerator
+    /// The handshake thread: admits handshake messages (MAC1, MAC2 under load, cookie replies, the
+    /// per-source buckets) off this thread. Made by start.
+    var gate: HandshakeGate?
     var counters = DeviceCounters()
     var lastTimestamp = [UInt8](repeating: 0, count: 12)
 
-    // Load: handshake messages counted per 100 ms window; above the limit, MAC2 is required for 1 s.
-    var loadWindowStart = 0.0
-    var loadWindowCount = 0
-    var underLoadUntil = -Double.infinity
+    /// Handshake messages per 100 ms above which the device is under load (for a second): HandshakeGate.
     static let loadLimitPerWindow = 32
 
     // Buffers: datagrams in (one recvmmsg), datagrams out per socket family (one sendmmsg each), TUN
@@ -128,7 +130,6 @@ public final class WireGuardDevice: @unchecked Sendable {
         privateKey = configuration.privateKey
         publicKey = configuration.privateKey.publicKey
         configuredMark = configuration.fwmark
-        cookies = CookieGenerator(localPublic: configuration.privateKey.publicKey, now: ProcessControl.monotonicSeconds())
         do throws(SystemCallError) {
             (wake, wakeWriter) = try FileDescriptor.pipe()
         } catch {
@@ -226,22 +227,53 @@ public final class WireGuardDevice: @unchecked Sendable {
         for peer in peers.values where peer.persistentKeepalive > 0 && peer.endpoint != nil {
             sendKeepalive(peer, now: now)
         }
+        // The handshake thread and the UAPI thread exist before the device thread reads `gate` and
+        // `uapiServer`; they start after it.
+        do throws(SystemCallError) {
+            gate = try HandshakeGate(publicKey: publicKey, cookies: CookieGenerator(localPublic: publicKey, now: ProcessControl.monotonicSeconds()),
+                                     bind: bind, log: log) { [self] in wakeUp() }
+        } catch {
+            throw RuntimeError("the WireGuard handshake thread: \(error)")
+        }
+        if let listener = self.uapi {
+            do throws(SystemCallError) {
+                uapiServer = try UAPIServer(listener: listener, log: log) { [self] exchange in
+                    uapiMailbox.withLock { $0 = exchange }
+                    wakeUp()
+                }
+            } catch {
+                throw RuntimeError("the WireGuard API thread: \(error)")
+            }
+        }
         do throws(SystemCallError) {
             thread = try SystemThread.spawn { [self] in run() }
         } catch {
+            uapiServer = nil
             throw RuntimeError("starting the WireGuard thread: \(error)")
+        }
+        do throws(SystemCallError) { try gate?.start() } catch {
+            throw RuntimeError("starting the WireGuard handshake thread: \(error)")
+        }
+        do throws(SystemCallError) { try uapiServer?.start() } catch {
+            throw RuntimeError("starting the WireGuard API thread: \(error)")
         }
     }
 
     /// Stops the device thread, wipes every key, closes the sockets and
     /// removes the UAPI socket it made. Once; later calls do nothing.
     public func stop() {
+        // The UAPI thread first: it may be waiting for this thread's answer.
+        uapiServer?.stop()
+        uapiServer = nil
         if let thread {
             stopping.store(true, ordering: .releasing)
             wakeUp()
             thread.join()
         }
         thread = nil
+        // The handshake thread after the device thread (which may have been waking it), before the
+        // sockets it sends cookie replies on are closed.
+        gate?.stop()
         for peer in peers.values { peer.clearKeys() }
         bind.close()
         uapi?.close(); uapi = nil
@@ -266,7 +298,7 @@ public final class WireGuardDevice: @unchecked Sendable {
     }
 
     /// A byte into the wake-up pipe (a full pipe already wakes the thread).
-    private func wakeUp() {
+    func wakeUp() {
         var one: UInt8 = 1
         _ = withUnsafeBytes(of: &one) { try? wakeWriter.write($0) }
     }
@@ -282,7 +314,7 @@ public final class WireGuardDevice: @unchecked Sendable {
             poll.add(tun.readiness, .readable)                      // 0
             poll.add(bind.readiness(.ipv4) ?? none, .readable)      // 1
             poll.add(bind.readiness(.ipv6) ?? none, .readable)      // 2
-            poll.add(uapi ?? none, .readable)                       // 3
+            poll.add(none, [])                                      // 3 (the UAPI has its own thread)
             poll.add(wake, .readable)                               // 4
             var now = ProcessControl.monotonicSeconds()
             let deadline = nextTimerDeadline() ?? .infinity
@@ -293,7 +325,8 @@ public final class WireGuardDevice: @unchecked Sendable {
                 published.withLock { $0.failure = "\(error)" }
                 return
             }
-            if !poll.events(at: 4).isEmpty {
+            let woken = !poll.events(at: 4).isEmpty
+            if woken {
                 if stopping.load(ordering: .acquiring) { return }
                 _ = drain.withUnsafeMutableBytes { try? wake.read(into: $0) }
             }
@@ -302,7 +335,15 @@ public final class WireGuardDevice: @unchecked Sendable {
             if !poll.events(at: 2).isEmpty { receiveDatagrams(.ipv6, now: now) }
             flushOutbound()
             if poll.events(at: 0).contains(.readable) { readTun(now: now) }
-            if !poll.events(at: 3).isEmpty { serveUAPI(now: now) }
+            if woken { admittedHandshakes(now: now) }
+            // A request from the UAPI thread comes with a wake-up.
+            if woken, let server = uapiServer, let exchange = uapiMailbox.withLock({ m -> UAPIServer.Exchange? in
+                let e = m
+                m = nil
+                return e
+            }) {
+                answer(exchange, server: server, now: now)
+            }
             runTimers(now: ProcessControl.monotonicSeconds())
             flushOutbound()
             let asked = requested.load(ordering: .acquiring)
@@ -322,7 +363,15 @@ public final class WireGuardDevice: @unchecked Sendable {
                        persistentKeepalive: peer.persistentKeepalive, hasSession: peer.current != nil,
                        handshakeAttempts: peer.attempts)
         }
-        let counters = self.counters, port = bind.port
+        var counters = self.counters
+        if let gate {
+            // What the handshake thread counted.
+            counters.cookieRepliesSent = gate.cookieRepliesSent.load(ordering: .relaxed)
+            counters.dropsMAC = gate.dropsMAC.load(ordering: .relaxed)
+            counters.dropsSourceRate = gate.dropsSourceRate.load(ordering: .relaxed)
+            counters.dropsHandshakeQueue = gate.dropsQueueFull.load(ordering: .relaxed)
+        }
+        let port = bind.port
         published.withLock {
             $0.peers = list
             $0.counters = counters

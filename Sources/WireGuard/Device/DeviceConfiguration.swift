@@ -48,6 +48,11 @@ public struct DeviceCounters: Sendable, Equatable {
     public var dropsNoPeer: UInt64 = 0, dropsNoEndpoint: UInt64 = 0, dropsStagedOverflow: UInt64 = 0
     public var dropsMalformedDatagram: UInt64 = 0, dropsMAC: UInt64 = 0, dropsHandshake: UInt64 = 0
     public var dropsUnknownPeer: UInt64 = 0, dropsReplayedInitiation: UInt64 = 0, dropsInitiationRate: UInt64 = 0
+    /// Handshake messages with a valid MAC2 dropped under load because their source address's bucket
+    /// was empty (HandshakeRateLimiter).
+    public var dropsSourceRate: UInt64 = 0
+    /// Handshake messages dropped because the handshake thread's queue was full (a flood outran it).
+    public var dropsHandshakeQueue: UInt64 = 0
     public var dropsUnknownIndex: UInt64 = 0, dropsExpiredSession: UInt64 = 0
     public var dropsAuthentication: UInt64 = 0, dropsReplay: UInt64 = 0
     public var dropsMalformedPacket: UInt64 = 0, dropsSpoofedSource: UInt64 = 0
@@ -69,7 +74,7 @@ public struct DeviceCounters: Sendable, Equatable {
             ("dropsNoPeer", dropsNoPeer), ("dropsNoEndpoint", dropsNoEndpoint), ("dropsStagedOverflow", dropsStagedOverflow),
             ("dropsMalformedDatagram", dropsMalformedDatagram), ("dropsMAC", dropsMAC), ("dropsHandshake", dropsHandshake),
             ("dropsUnknownPeer", dropsUnknownPeer), ("dropsReplayedInitiation", dropsReplayedInitiation),
-            ("dropsInitiationRate", dropsInitiationRate), ("dropsUnknownIndex", dropsUnknownIndex),
+            ("dropsInitiationRate", dropsInitiationRate), ("dropsSourceRate", dropsSourceRate), ("dropsHandshakeQueue", dropsHandshakeQueue), ("dropsUnknownIndex", dropsUnknownIndex),
             ("dropsExpiredSession", dropsExpiredSession), ("dropsAuthentication", dropsAuthentication),
             ("dropsReplay", dropsReplay), ("dropsMalformedPacket", dropsMalformedPacket),
             ("dropsSpoofedSource", dropsSpoofedSource), ("sendErrors", sendErrors), ("tunWriteErrors", tunWriteErrors),

@@ -1,16 +1,11 @@
 #!/usr/bin/env bash
 # Docker has no CNI: a container started by dockerd is put behind a tunnel with `tunnelgate up CONFIG
 # --netns PATH`, PATH being the container's namespace as dockerd names it (its SandboxKey, a file under
-# dockerd's exec root) or as its process does (/proc/PID/ns/net). Waits in netns/pending/ until the
-# CLI takes a path for --netns (issue 17 point 1): today --netns takes only a name under /run/netns,
-# so the `up`s below fail with a usage error and so does everything that follows them, by design.
-# TG_NETNS_BY_NAME=1 runs the rest of the scenario today: the test names each path under /run/netns
-# itself (a bind mount, as `ip netns attach` makes) and passes the name. Found that way, and not the
-# test's to work around: dockerd gives a container's namespace net.ipv6.conf.default.disable_ipv6=1,
-# so the TUN tunnelgate makes there cannot take the tunnel's IPv6 address ("ipv6: IPv6 is disabled on
-# this device"), up fails and the kill switch stays: tunnelgate has to set disable_ipv6=0 on its TUN
-# when the settings have ipv6Settings (it sets 1 when they have none). With that and the names, every
-# check passes but the last two (a tunnel whose container went does not end by itself yet: point 1).
+# dockerd's exec root) or as its process does (/proc/PID/ns/net) (issue 17 point 1; netns-any.sh has the
+# other forms). dockerd gives a container's namespace net.ipv6.conf.default.disable_ipv6=1, so a TUN
+# moved there arrives with IPv6 off: tunnelgate sets disable_ipv6=0 on it when the settings have
+# ipv6Settings. TG_NETNS_BY_NAME=1 runs the scenario with the paths named under /run/netns by the test
+# (a bind mount, as `ip netns attach` makes) instead, as it ran before --netns took a path.
 #
 #   container (dockerd's exec-root/netns/ID)                       the tunnel tgdN: 10.8.0.N
 #   │  eth0 10.89.40.x fd00:89:40::x on docker0 (blocked by the kill switch)
@@ -24,8 +19,10 @@
 # tunnel's server from the tunnel's address and the container's own resolver's server unreachable, no
 # leak from every way out; `status` and `down` find the tunnel by the same path; `up --netns
 # /proc/PID/ns/net` for a second container; a container with --network container:X behind X's
-# tunnel; `docker rm` of a container whose tunnel is up ends the tunnel (its namespace is gone) and
-# leaves C as before with no tunnel process.
+# tunnel; `up --netns docker:NAME` (dockerd's API socket): the TUN in the container, through the
+# tunnel, status by docker:NAME and by /proc/PID/ns/net, an unknown container refused; `docker rm` of
+# containers whose tunnels are up ends the tunnels (their processes exit; status says why) and leaves C
+# as before with no tunnel process.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../containers.sh"
@@ -55,6 +52,7 @@ tg_vpn_peer_start "$WGI" "$TUNNELS"
 # The tunnels are named tgdN (the file's name is the tunnel's).
 tg_vpn_tunnel tgd2 2
 tg_vpn_tunnel tgd3 3
+tg_vpn_tunnel tgd4 4
 tg_leak_watch "${TG_VPN_CARRIERS[@]}"
 
 tg_dockerd_start "$NS_C" 10.89.40.1/24 --ipv6 --fixed-cidr-v6 fd00:89:40::/64
@@ -137,8 +135,27 @@ tg_run in_c "$TG" up "$TUNNELS/tgd3.conf" --netns "$ns" --detach
 check_rc "tunnelgate up tgd3.conf --netns /proc/PID/ns/net --detach" 0
 check "c1 reaches $INCLUDED4 through its tunnel" tg_docker exec c1 ping -c 1 -W 3 "$INCLUDED4"
 check_match "... by the tunnel's route" 'dev tgd3' "$(tg_docker exec c1 ip route get "$INCLUDED4" 2>&1)"
-tg_run tg_docker rm -f c0 c1
-check_rc "docker rm -f c0 c1 (c1's tunnel still up)" 0
+
+# --- up --netns docker:NAME (dockerd's API socket, $DOCKER_HOST) -------------------------------------------
+tg_run run --name c2
+check_rc "docker run c2" 0
+tg_run in_c "$TG" up "$TUNNELS/tgd4.conf" --netns docker:c2 --detach
+check_rc "tunnelgate up tgd4.conf --netns docker:c2 --detach" 0
+check_match "... the TUN is in c2" 'inet 10\.8\.0\.4/24' "$(tg_docker exec c2 ip -4 addr show dev tgd4 2>&1)"
+rx=$(tg_vpn_peer_rx)
+check "c2 reaches $INCLUDED4" tg_docker exec c2 ping -c 1 -W 3 "$INCLUDED4"
+check "... through the tunnel (RX $rx -> $(tg_vpn_peer_rx))" test "$(tg_vpn_peer_rx)" -gt "$rx"
+check_match "status finds it by docker:c2" 'tgd4: connected' "$(in_c "$TG" status tgd4 --netns docker:c2 2>&1)"
+check_match "... and by c2's /proc/PID/ns/net" 'tgd4: connected' "$(in_c "$TG" status tgd4 --netns "/proc/$(pid_of c2)/ns/net" 2>&1)"
+tg_run in_c "$TG" status tgd4 --netns docker:tg-no-such-container
+check_rc "status --netns docker:NO-SUCH fails" 1
+check_match "... saying dockerd has no such container" 'has no container tg-no-such-container' "$TG_ERR"
+c2pid=$(pid_of c2)
+
+tg_run tg_docker rm -f c0 c1 c2
+check_rc "docker rm -f c0 c1 c2 (c1's and c2's tunnels still up)" 0
+wait_for "c2's process gone, its tunnel ends by itself" 15 bash -c "! pgrep -f 'tunnelgate up [^ ]*tgd4[.]conf' >/dev/null"
+check_match "status tgd4 in C says why" "went away: process $c2pid, whose namespace it is, exited" "$(in_c "$TG" status tgd4 2>&1)"
 [ "${TG_NETNS_BY_NAME:-0}" = 1 ] && for n in "${NAMED[@]}"; do ip netns del "$n" 2>/dev/null; done
 wait_for "c1's namespace gone, its tunnel ends by itself: no tunnel process left" 15 tg_no_tunnel_process "$NS_C"
 wait_for "docker0 has no port left" 10 tg_bridge_settled "$NS_C" docker0
