@@ -33,21 +33,23 @@ show() {
   return "${PIPESTATUS[0]}"
 }
 die() { echo "demo: $*" >&2; exit 1; }
-# in_c CMD...: runs CMD inside the client namespace.
-in_c() { ip netns exec "$NS_C" "$@"; }
 # decide ADDR WHY: one line of the route decision table.
 decide() { printf '  %-18s %-32s -> %s\n' "$1" "$2" "$(route_dev "$NS_C" "$1")"; }
 
 bash Scripts/setup.sh || die "Scripts/setup.sh failed"
 if [ -z "${TG_DEMO_NO_BUILD:-}" ]; then
-  say "Building tunnelgate (swift build)"
-  swift build --product tunnelgate 2>&1 | tail -n 1
-  [ "${PIPESTATUS[0]}" -eq 0 ] || die "swift build failed"
+  say "Building tunnelgate and tunnelgate-lab, which builds the namespaces (swift build)"
+  for product in tunnelgate tunnelgate-lab; do
+    swift build --product "$product" 2>&1 | tail -n 1
+    [ "${PIPESTATUS[0]}" -eq 0 ] || die "swift build --product $product failed"
+  done
 fi
 [ -x "$TG" ] || die "no tunnelgate binary at $TG"
+[ -x "$TG_LAB" ] || die "no tunnelgate-lab binary at $TG_LAB"
 
 WG_SERVER=tgdemo$((RANDOM % 100000))
-trap 'rm -f "/var/run/wireguard/$WG_SERVER.sock"; tg_topology_down' EXIT
+# lib.sh's EXIT trap runs the cleanup stack (the namespaces go there too); a signal just ends the demo.
+tg_defer rm -f "/var/run/wireguard/$WG_SERVER.sock"
 trap 'exit 130' INT
 trap 'exit 143' TERM
 say "1. A small network in four namespaces"
@@ -67,7 +69,6 @@ umask 077
 wg genkey >"$TG_TMP/client.key"; wg pubkey <"$TG_TMP/client.key" >"$TG_TMP/client.pub"
 wg genkey >"$TG_TMP/server.key"; wg pubkey <"$TG_TMP/server.key" >"$TG_TMP/server.pub"
 ip netns exec "$NS_I" env LOG_LEVEL=error wireguard-go "$WG_SERVER" >/dev/null 2>&1 || die "wireguard-go did not start"
-in_i() { ip netns exec "$NS_I" "$@"; }
 show in_i wg set "$WG_SERVER" private-key "$TG_TMP/server.key" listen-port 51820 \
   peer "$(cat "$TG_TMP/client.pub")" allowed-ips 10.8.0.2/32,fd00:8::2/128 || die "wg set failed"
 ip -n "$NS_I" addr add 10.8.0.1/24 dev "$WG_SERVER"
@@ -141,15 +142,15 @@ note "The carriers follow it without tunnelgate doing anything (their throw rout
 decide "$CARRIER4" "(carrier endpoint)"
 decide "$INCLUDED4" "(still the tunnel)"
 show in_c ping -n -c 1 -W 2 "$INCLUDED4"
-ip -n "$NS_C" -4 route replace default via "$R_C0_4" dev eth0
-ip -n "$NS_C" -6 route replace default via "$R_C0_6" dev eth0
+tg_c_default_route 4
+tg_c_default_route 6
 
 say "9. Take the tunnel down"
 show in_c "$TG" down tg0 || die "down failed"
 _tg_poll 10 tg_no_tunnel_process "$NS_C" || note "(the detached tunnelgate process is still running)"
 tg_snapshot "$NS_C" "$TG_TMP/after"
-if diff -u "$TG_TMP/before" "$TG_TMP/after" >"$TG_TMP/diff"; then
-  note "Rules, routes of every table, addresses, links and nftables of C compared with before 'up':"
+if "$TG_LAB" diff "$TG_TMP/before" "$TG_TMP/after" >"$TG_TMP/diff"; then
+  note "Rules, routes of every table, addresses, links, nftables, resolv.conf and sysctls of C compared with before 'up':"
   echo "  identical ($(wc -l <"$TG_TMP/before") lines of kernel state)"
 else
   note "C's kernel state differs from before 'up':"

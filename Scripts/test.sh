@@ -140,6 +140,13 @@ else
   scenarios=(netns/tests/*.sh)
 fi
 section "end-to-end: ${#scenarios[@]} scenarios in network namespaces, $parallel at a time"
+# The scenarios' topologies are tunnelgate-lab runs (netns/lib.sh); a run whose scenario was killed
+# (SIGKILL, no trap ran) is removed by a sweep, here and after the scenarios.
+lab_sweep() {
+  [ -x .build/debug/tunnelgate-lab ] || return 0
+  .build/debug/tunnelgate-lab sweep | sed 's/^/# lab: /'
+}
+lab_sweep
 
 # run_scenario INDEX PATH: runs one scenario with its output in $logs/INDEX.log, its exit code in .rc.
 run_scenario() {
@@ -190,6 +197,7 @@ for i in "${!scenarios[@]}"; do
   fi
 done
 
+lab_sweep
 leftover=$(ip netns list | awk '{print $1}' | grep -vxF -f <(printf '%s\n' "$netns_before") || true)
 if [ -n "$leftover" ]; then
   fail_step "network namespaces left behind: $(printf '%s' "$leftover" | tr '\n' ' ')"

@@ -234,11 +234,8 @@ tg_vpn_peer_start() {
   ip -n "$NS_I" addr add 10.8.0.1/24 dev "$TG_VPN_WG"
   ip -n "$NS_I" addr add fd00:8::1/64 dev "$TG_VPN_WG" nodad
   ip -n "$NS_I" link set "$TG_VPN_WG" up
-  ip netns exec "$NS_I" dnsmasq --keep-in-foreground --no-resolv --no-hosts --bind-interfaces --listen-address=10.8.0.1 \
-    --port=53 --address=/probe.tunnel.example/"$INCLUDED4" --log-queries --log-facility="$TG_TMP/dnsmasq.log" \
-    --pid-file="$TG_TMP/dnsmasq.pid" --user=root >/dev/null 2>&1 &
-  wait_for "the tunnels' DNS server listens on 10.8.0.1:53 in I" 10 \
-    bash -c "ip netns exec $NS_I ss -lun | grep -q '10.8.0.1:53 '"
+  tg_dnsmasq "$NS_I" 10.8.0.1 --address=/probe.tunnel.example/"$INCLUDED4" --log-queries \
+    --log-facility="$TG_TMP/dnsmasq.log"
 }
 
 # tg_vpn_tunnel NAME N: DIR/NAME.conf, the wg-quick file of a tunnel with address 10.8.0.N fd00:8::N,

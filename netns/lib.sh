@@ -1,9 +1,11 @@
 # shellcheck shell=bash
 # netns/lib.sh: the network-namespace harness that Tunnelgate's end-to-end scenarios, the demo and the
-# test runner share. Sourced, never run. Needs root, iproute2, nftables, ping and jq (Scripts/setup.sh).
+# test runner share. Sourced, never run. Needs root, iproute2, nftables, ping and jq (Scripts/setup.sh),
+# and tunnelgate-lab (docs/lab.md), which builds the topology, counts leaks and takes the snapshots.
 #
-# Topology built by tg_topology_up: four namespaces, named uniquely per run ($NS_C $NS_R $NS_L $NS_I),
-# joined by veth pairs created inside them (no interface ever sits in the caller's namespace).
+# Topology built by tg_topology_up: `tunnelgate-lab up netns/topology.json`, four nodes c, r, l, i, whose
+# namespaces are named uniquely per run ($NS_C $NS_R $NS_L $NS_I, tgl-RUN-c …), joined by veth pairs
+# created inside them (no interface ever sits in the caller's namespace).
 #
 #   ┌───────────────────────────────────┐
 #   │ C  client: tunnelgate runs here   │
@@ -28,10 +30,17 @@
 #                         │ default: R                      │
 #                         └─────────────────────────────────┘
 #
+# The links are the lab's "uplink" (C eth0 - R c0), "uplink2" (C eth1 - R c1), "lan" and "inet": `tg_lab
+# impair uplink down` pulls C's cable upstream. C is the lab's client: its leak counters (tg_lab_leaks_reset,
+# check_lab_no_leaks, check_lab_not_reached) count what arrives at R from c0 and c1, and by uid what leaves
+# C's eth0 and eth1.
 # Every address is a name below ($CARRIER4, $EXCLUDED6, $LAN4 …): scenarios use the names, not literals.
-# IPv6 addresses are added with nodad and DAD is off in every namespace, so no address is ever tentative
-# and nothing has to wait for DAD. Waits poll kernel state every 50 ms (wait_for); nothing sleeps a fixed
-# time.
+# IPv6 addresses are nodad and DAD is off in every namespace, so no address is ever tentative and nothing
+# has to wait for DAD. Waits poll kernel state every 50 ms (wait_for); nothing sleeps a fixed time.
+#
+# Cleanup: one EXIT trap, set when this file is sourced, runs the cleanup stack (tg_defer) in reverse
+# order on every way out (the end, tg_bail, Ctrl-C, SIGTERM from a timeout); a scenario never sets a trap
+# of its own. A run killed with SIGKILL is removed by `tunnelgate-lab sweep` (Scripts/test.sh runs it).
 #
 # Assertions print TAP-like lines ("ok - DESC" / "not ok - DESC" plus "#" detail lines) and count;
 # tg_summary prints "N passed, N failed" alone on the last line and fails if any check failed.
@@ -55,6 +64,11 @@ export ELSEWHERE4=198.19.77.1     ELSEWHERE6=2001:db8:77::1
 TG_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export TG_ROOT
 export TG="${TG:-$TG_ROOT/.build/debug/tunnelgate}"
+export TG_LAB="${TG_LAB:-$TG_ROOT/.build/debug/tunnelgate-lab}"
+# The topology tg_topology_up builds (node names c r l i; the addresses above).
+TG_TOPOLOGY=${TG_TOPOLOGY:-$TG_ROOT/netns/topology.json}
+# The lab run of this scenario's topology (set by tg_topology_up).
+TG_LAB_RUN=""
 
 TG_PASSED=0
 TG_FAILED=0
@@ -100,6 +114,55 @@ tg_bail() {
 tg_summary() {
   printf '%d passed, %d failed\n' "$TG_PASSED" "$TG_FAILED"
   [ "$TG_FAILED" -eq 0 ]
+}
+
+# --- The cleanup stack ---------------------------------------------------------------------------------
+#
+# What a scenario makes, it undoes with tg_defer right after making it; the one EXIT trap below runs the
+# deferred commands newest first, so a thing made on top of another (a container on the topology, a
+# process in a namespace) goes before what it stands on. tg_topology_up defers tg_topology_down, tg_tmpdir
+# the removal of $TG_TMP. The trap is set when lib.sh is sourced; a scenario never replaces it.
+
+TG_DEFERRED=()
+
+# tg_defer CMD [ARG...]: runs CMD ARG... (a command or a shell function, its words as given) at exit.
+tg_defer() {
+  local words
+  printf -v words '%q ' "$@"
+  TG_DEFERRED+=("$words")
+}
+
+# _tg_cleanup: the EXIT trap: every deferred command, newest first, each once, whatever it returns; the
+# script's exit status is kept.
+_tg_cleanup() {
+  local rc=$? cmd
+  while [ "${#TG_DEFERRED[@]}" -gt 0 ]; do
+    cmd=${TG_DEFERRED[-1]}
+    unset 'TG_DEFERRED[-1]'
+    eval "$cmd" || true
+  done
+  exit "$rc"
+}
+
+# A signal counts as a failed check, so an interrupted scenario still ends with its summary line; the
+# exit that follows runs the cleanup stack.
+trap _tg_cleanup EXIT
+trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
+trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
+
+# tg_tmpdir: makes $TG_TMP (a fresh directory under /tmp) if there is none yet, removed at exit.
+tg_tmpdir() {
+  [ -n "$TG_TMP" ] && [ -d "$TG_TMP" ] && return 0
+  TG_TMP=$(mktemp -d "/tmp/tunnelgate-$(basename "$0" .sh).XXXXXX") || tg_bail "mktemp -d for \$TG_TMP"
+  export TG_TMP
+  tg_defer _tg_remove_tmp "$TG_TMP"
+}
+
+# _tg_remove_tmp DIR: removes DIR (never across a mount point: a scenario may mount under it), and
+# forgets it as $TG_TMP.
+_tg_remove_tmp() {
+  rm -rf --one-file-system "$1"
+  [ "$TG_TMP" != "$1" ] || TG_TMP=""
 }
 
 # --- Assertions ---------------------------------------------------------------------------------------
@@ -282,36 +345,40 @@ tg_rule_count() {
 
 # --- Kernel state snapshots ---------------------------------------------------------------------------
 
-# tg_snapshot NS FILE: writes the kernel state of NS that a tunnel may change. With static nodad
-# addresses and DAD off, nothing in these listings changes unless someone changes the state (lifetimes
-# are "forever", statistics are not printed, links have settled before the first snapshot), so any
-# difference is a real one. One thing is normalised, because it depends on the observer and not on NS:
-# ip(8) names a veth's peer namespace ("link-netns NAME") by scanning every namespace in /run/netns, and
-# when another run deletes one of those during the scan it prints "Error: Peer netns reference is
-# invalid." and "link-netnsid N" instead. The peer is dropped from the listing (the veths themselves,
-# "eth0@if2", stay).
+# tg_snapshot NS FILE: writes the kernel state of NS that a tunnel may change, as `tunnelgate-lab snapshot`
+# takes it: policy rules, routes of every table, addresses, links, the whole nftables ruleset (handles,
+# counter values and the lab's leak-set elements left out), the resolv.conf NS's processes read
+# (/etc/netns/NS/resolv.conf, else the host's) and every net.* sysctl but the counting ones. With static
+# nodad addresses and DAD off, nothing in it changes unless someone changes the state, so any difference is
+# a real one. NS is a node of the run ($NS_C …) or any other namespace (a pod's, tg_netns_add's).
 tg_snapshot() {
-  local ns=$1 file=$2
-  {
-    echo '### ip -4 rule'; ip -n "$ns" -4 rule show
-    echo '### ip -6 rule'; ip -n "$ns" -6 rule show
-    echo '### ip -4 route show table all'; ip -n "$ns" -4 route show table all
-    echo '### ip -6 route show table all'; ip -n "$ns" -6 route show table all
-    echo '### ip addr'; _tg_without_peer_ns ip -n "$ns" addr show
-    echo '### ip link'; _tg_without_peer_ns ip -n "$ns" link show
-    echo '### nft list ruleset'; ip netns exec "$ns" nft list ruleset
-  } >"$file" 2>&1
+  local ns=$1 file=$2 node="" out
+  case $ns in
+  "${NS_C:-}") node=c ;;
+  "${NS_R:-}") node=r ;;
+  "${NS_L:-}") node=l ;;
+  "${NS_I:-}") node=i ;;
+  esac
+  if [ -n "$node" ] && [ -n "$TG_LAB_RUN" ]; then
+    out=$(tg_lab snapshot "$node" --out "$file" 2>&1)
+  else
+    out=$(ip netns exec "$ns" "$TG_LAB" snapshot host --out "$file" 2>&1)
+  fi || { printf '# tg_snapshot %s: %s\n' "$ns" "$out" >"$file"; tg_fail "snapshot of $ns" "$out"; }
 }
 
-# _tg_without_peer_ns CMD...: CMD's output (and errors) without the peer-namespace names (see above).
-_tg_without_peer_ns() {
-  "$@" 2>&1 | grep -vxF 'Error: Peer netns reference is invalid.' | sed -E 's/ link-netns(id)? [^ ]+//'
-}
-
-# check_same_snapshot DESC BEFORE AFTER: the two snapshots are equal; the diff is shown otherwise.
+# check_same_snapshot DESC BEFORE AFTER: the two snapshots are equal: tg_snapshot's by `tunnelgate-lab
+# diff` (what differs shown section by section), any other two files (a scenario's own listing of names
+# or files) by diff -u.
 check_same_snapshot() {
   local desc=$1 before=$2 after=$3 d
-  if d=$(diff -u "$before" "$after"); then
+  local header='# tunnelgate-lab snapshot: '
+  if [ "$(head -c ${#header} "$before" 2>/dev/null)" == "$header" ] &&
+    [ "$(head -c ${#header} "$after" 2>/dev/null)" == "$header" ]; then
+    d=$("$TG_LAB" diff "$before" "$after" 2>&1)
+  else
+    d=$(diff -u "$before" "$after" 2>&1)
+  fi
+  if [ $? -eq 0 ]; then
     tg_pass "$desc"
   else
     tg_fail "$desc" "$d"
@@ -320,14 +387,14 @@ check_same_snapshot() {
 
 # --- Topology -----------------------------------------------------------------------------------------
 
-# _tg_ip ARGS...: an ip(8) call the topology cannot do without; failing it ends the scenario.
-_tg_ip() {
-  local out
-  out=$(ip "$@" 2>&1) || tg_bail "topology: ip $*" "$out"
+# tg_lab ARGS...: tunnelgate-lab on this scenario's run (`tg_lab impair uplink down`, `tg_lab exec c -- …`).
+tg_lab() {
+  "$TG_LAB" --run "$TG_LAB_RUN" "$@"
 }
 
 # _tg_settled NS: every link but lo is operationally UP, has its IPv6 link-local address, and no address
-# is tentative. Only then is a snapshot of NS stable.
+# is tentative. Only then is a snapshot of NS stable (the lab waits for carrier; the link-local address
+# comes a moment later).
 _tg_settled() {
   local ns=$1 links link
   links=$(ip -n "$ns" -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | grep -vx lo)
@@ -338,69 +405,57 @@ _tg_settled() {
   ! ip -n "$ns" -o addr show | grep -q tentative
 }
 
-# tg_topology_up: builds C, R, L and I (see the drawing above) and exports $NS_C $NS_R $NS_L $NS_I.
-# Returns once every link is up and every address usable; ends the scenario if that cannot be done.
+# tg_topology_up: builds C, R, L and I (see the drawing above; netns/topology.json) as a lab run owned by
+# this script, exports $NS_C $NS_R $NS_L $NS_I and defers tg_topology_down. Returns once every link is up
+# and every address usable; ends the scenario if that cannot be done.
 tg_topology_up() {
-  local id ns
-  id="tg$$$(od -An -N2 -tx1 /dev/urandom | tr -d ' \n')"
-  [ -n "$TG_TMP" ] || TG_TMP=$(mktemp -d "/tmp/tunnelgate-$id.XXXXXX")
-  export TG_TMP
-  export NS_C="$id-C" NS_R="$id-R" NS_L="$id-L" NS_I="$id-I"
-
-  for ns in "$NS_C" "$NS_R" "$NS_L" "$NS_I"; do
-    _tg_ip netns add "$ns"
+  local id out node ns
+  [ -x "$TG_LAB" ] || tg_bail "tunnelgate-lab is built at $TG_LAB" "build it with: swift build"
+  tg_tmpdir
+  id="t$$$(od -An -N2 -tx1 /dev/urandom | tr -d ' \n')"
+  TG_LAB_RUN=$id
+  tg_defer tg_topology_down
+  out=$("$TG_LAB" up "$TG_TOPOLOGY" --run-id "$id" --owner $$ 2>&1) || tg_bail "topology: tunnelgate-lab up $TG_TOPOLOGY" "$out"
+  while read -r node ns; do
+    case $node in
+    c) NS_C=$ns ;;
+    r) NS_R=$ns ;;
+    l) NS_L=$ns ;;
+    i) NS_I=$ns ;;
+    *) continue ;;
+    esac
     TG_NAMESPACES+=("$ns")
-    # DAD off before any link exists, so no address (link-local ones included) is ever tentative.
-    ip netns exec "$ns" sysctl -q -w net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 \
-      >/dev/null || tg_bail "topology: sysctl accept_dad=0 in $ns"
-    _tg_ip -n "$ns" link set lo up
-  done
-  ip netns exec "$NS_R" sysctl -q -w net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1 >/dev/null \
-    || tg_bail "topology: sysctl forwarding in $NS_R"
-
-  _tg_ip -n "$NS_C" link add eth0 type veth peer name c0 netns "$NS_R"
-  _tg_ip -n "$NS_C" link add eth1 type veth peer name c1 netns "$NS_R"
-  _tg_ip -n "$NS_R" link add lan0 type veth peer name eth0 netns "$NS_L"
-  _tg_ip -n "$NS_R" link add inet0 type veth peer name eth0 netns "$NS_I"
-  local link
-  for link in eth0 eth1; do _tg_ip -n "$NS_C" link set "$link" up; done
-  for link in c0 c1 lan0 inet0; do _tg_ip -n "$NS_R" link set "$link" up; done
-  _tg_ip -n "$NS_L" link set eth0 up
-  _tg_ip -n "$NS_I" link set eth0 up
-
-  _tg_ip -n "$NS_C" addr add "$C_ETH0_4/24" dev eth0
-  _tg_ip -n "$NS_C" addr add "$C_ETH0_6/64" dev eth0 nodad
-  _tg_ip -n "$NS_C" addr add "$C_ETH1_4/24" dev eth1
-  _tg_ip -n "$NS_C" addr add "$C_ETH1_6/64" dev eth1 nodad
-  _tg_ip -n "$NS_R" addr add "$R_C0_4/24" dev c0
-  _tg_ip -n "$NS_R" addr add "$R_C0_6/64" dev c0 nodad
-  _tg_ip -n "$NS_R" addr add "$R_C1_4/24" dev c1
-  _tg_ip -n "$NS_R" addr add "$R_C1_6/64" dev c1 nodad
-  _tg_ip -n "$NS_R" addr add "$R_LAN4/24" dev lan0
-  _tg_ip -n "$NS_R" addr add "$R_LAN6/64" dev lan0 nodad
-  _tg_ip -n "$NS_R" addr add "$R_INET4/24" dev inet0
-  _tg_ip -n "$NS_R" addr add "$R_INET6/64" dev inet0 nodad
-  _tg_ip -n "$NS_L" addr add "$LAN4/24" dev eth0
-  _tg_ip -n "$NS_L" addr add "$LAN6/64" dev eth0 nodad
-  local host
-  for host in 10 20 30; do
-    _tg_ip -n "$NS_I" addr add "198.18.0.$host/24" dev eth0
-    _tg_ip -n "$NS_I" addr add "2001:db8:18::$host/64" dev eth0 nodad
-  done
-
-  # Links come up asynchronously (the kernel's link watch); wait before adding IPv6 gateways and
-  # before anyone takes a snapshot.
+  done <<<"$out"
+  export NS_C NS_R NS_L NS_I
+  TG_C_DEFAULT4=$(ip -n "$NS_C" -4 route show default)
+  TG_C_DEFAULT6=$(ip -n "$NS_C" -6 route show default)
   for ns in "$NS_C" "$NS_R" "$NS_L" "$NS_I"; do
     _tg_poll 10 _tg_settled "$ns" || tg_bail "topology: links of $ns settle within 10 s" \
       "$(ip -n "$ns" addr show 2>&1)"
   done
+}
 
-  _tg_ip -n "$NS_C" -4 route add default via "$R_C0_4" dev eth0
-  _tg_ip -n "$NS_C" -6 route add default via "$R_C0_6" dev eth0
-  _tg_ip -n "$NS_L" -4 route add default via "$R_LAN4" dev eth0
-  _tg_ip -n "$NS_L" -6 route add default via "$R_LAN6" dev eth0
-  _tg_ip -n "$NS_I" -4 route add default via "$R_INET4" dev eth0
-  _tg_ip -n "$NS_I" -6 route add default via "$R_INET6" dev eth0
+# in_c CMD... (in_r, in_l, in_i): runs CMD inside that node's namespace.
+in_c() { ip netns exec "$NS_C" "$@"; }
+in_r() { ip netns exec "$NS_R" "$@"; }
+in_l() { ip netns exec "$NS_L" "$@"; }
+in_i() { ip netns exec "$NS_I" "$@"; }
+
+# tg_c_default_route FAMILY(4|6): C's default route of FAMILY as the topology made it (via R over eth0;
+# the lab adds it proto static onlink), put back after a scenario deleted or moved it.
+tg_c_default_route() {
+  # shellcheck disable=SC2086 # the words of `ip route show` when the topology came up
+  ip -n "$NS_C" "-$1" route replace $([ "$1" = 4 ] && echo "$TG_C_DEFAULT4" || echo "$TG_C_DEFAULT6")
+}
+
+# tg_netns_add NAME: a namespace of the scenario's own beside the topology (lo up, DAD off, as the lab's
+# nodes), removed with it by tg_topology_down; ends the scenario if it cannot be made.
+tg_netns_add() {
+  local out
+  out=$(ip netns add "$1" 2>&1) || tg_bail "ip netns add $1" "$out"
+  TG_NAMESPACES+=("$1")
+  ip netns exec "$1" sysctl -q -w net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 >/dev/null &&
+    ip -n "$1" link set lo up || tg_bail "$1: DAD off and lo up"
 }
 
 # _tg_kill_ns_pids NS: ends every process in NS (all of them were started by this run, in a namespace
@@ -423,34 +478,92 @@ _tg_ns_empty() {
   [ -z "$(ip netns pids "$1" 2>/dev/null)" ]
 }
 
-# tg_topology_down: removes every namespace this run made (their veths go with them) after ending the
-# processes in them, and tunnelgate's state directory of each (it lives in the shared /run, keyed by
-# the namespace's inode, which the kernel reuses for later namespaces). Idempotent; safe to call from a
-# trap at any point of tg_topology_up.
+# tg_topology_down: ends the processes in every namespace of the run (the lab's and those of
+# tg_netns_add), removes tunnelgate's state directory of each (it lives in the shared /run, keyed by the
+# namespace's inode, which the kernel reuses for later namespaces), then the namespaces: the lab's with
+# `tunnelgate-lab down` (their veths, /etc/netns files and the run's state go with them), the others with
+# ip netns del; then $TG_TMP. Idempotent; safe at any point of tg_topology_up.
 tg_topology_down() {
-  local ns state
+  local ns state out
   for ns in "${TG_NAMESPACES[@]}"; do
     [ -e "/run/netns/$ns" ] || continue
     _tg_kill_ns_pids "$ns"
     # Removed while NS still exists (and its processes are gone), so the inode cannot be anyone else's.
     state=$(tg_state_dir "$ns")
     [ -n "$state" ] && rm -rf "$state"
+  done
+  if [ -n "$TG_LAB_RUN" ] && [ -d "/run/tunnelgate-lab/$TG_LAB_RUN" ]; then
+    out=$("$TG_LAB" down "$TG_LAB_RUN" 2>&1) || echo "# tg_topology_down: tunnelgate-lab down $TG_LAB_RUN: $out" >&2
+  fi
+  for ns in "${TG_NAMESPACES[@]}"; do
+    [ -e "/run/netns/$ns" ] || continue
+    rm -rf "/etc/netns/$ns"
     ip netns del "$ns" 2>/dev/null || echo "# tg_topology_down: ip netns del $ns failed" >&2
   done
   TG_NAMESPACES=()
-  if [ -n "$TG_TMP" ] && [ -d "$TG_TMP" ]; then
-    rm -rf "$TG_TMP"
-  fi
-  TG_TMP=""
+  # $TG_TMP goes too (later on the stack anyway), for a scenario that still ends with its own trap
+  # calling tg_topology_down.
+  [ -z "$TG_TMP" ] || _tg_remove_tmp "$TG_TMP"
 }
 
-# tg_trap_cleanup: tear the topology down on every way out of the script (normal end, failure, Ctrl-C,
-# SIGTERM from a timeout).
-# A signal counts as a failed check, so an interrupted scenario still ends with its summary line.
+# tg_trap_cleanup: nothing left to do (the EXIT, INT and TERM traps are set when lib.sh is sourced);
+# kept so that a scenario written before the cleanup stack still runs.
 tg_trap_cleanup() {
-  trap 'tg_topology_down' EXIT
-  trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-  trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
+  return 0
+}
+
+# --- Preambles ------------------------------------------------------------------------------------------
+
+# tg_begin [--no-topology] [--no-binary] [--tmp] [--runtime] [--cni] [--lab] [--needs CMD[,CMD...]]...: a
+# scenario's preamble in one call. Checks what the scenario needs before it makes anything (the tunnelgate
+# binary unless --no-binary; with --runtime the example runtime, $LIB; with --cni tunnelgate-cni, $CNI; with --lab
+# tunnelgate-lab, $LAB; with --needs these commands), then builds the topology (unless --no-topology;
+# --tmp still makes $TG_TMP). A missing piece is one failed check that ends the scenario.
+tg_begin() {
+  local topology=1 tmp=0 binary=1 needs=() cmd missing=()
+  while [ $# -gt 0 ]; do
+    case $1 in
+    --no-topology) topology=0 ;;
+    --no-binary) binary=0 ;;
+    --tmp) tmp=1 ;;
+    --runtime) tg_require_runtime ;;
+    --cni) tg_require_cni ;;
+    --lab) tg_require_lab ;;
+    --needs) IFS=, read -r -a cmd <<<"$2"; needs+=("${cmd[@]}"); shift ;;
+    *) tg_bail "tg_begin: unknown argument $1" ;;
+    esac
+    shift
+  done
+  [ "$binary" = 0 ] || tg_require_binary
+  for cmd in "${needs[@]}"; do command -v "$cmd" >/dev/null || missing+=("$cmd"); done
+  [ "${#missing[@]}" -eq 0 ] || tg_bail "${needs[*]} are installed (missing: ${missing[*]})" "install them with Scripts/setup.sh"
+  [ "$tmp" = 0 ] || tg_tmpdir
+  [ "$topology" = 0 ] || tg_topology_up
+}
+
+# tg_require_runtime: the example runtime library is built; $LIB is its path.
+tg_require_runtime() {
+  LIB=$TG_ROOT/.build/debug/libTunnelgateExampleRuntime.so
+  [ -f "$LIB" ] || tg_bail "the example runtime is built at $LIB" "build it with: swift build --product TunnelgateExampleRuntime"
+}
+
+# tg_require_cni: the CNI plugin is built; $CNI is its path.
+tg_require_cni() {
+  CNI=$TG_ROOT/.build/debug/tunnelgate-cni
+  [ -x "$CNI" ] || tg_bail "tunnelgate-cni is built at $CNI" "build it with: swift build"
+}
+
+# tg_require_lab: tunnelgate-lab is built; $LAB is its path (the lab's own tests drive it directly).
+tg_require_lab() {
+  LAB=${LAB:-$TG_LAB}
+  [ -x "$LAB" ] || tg_bail "tunnelgate-lab is built at $LAB" "build it with: swift build"
+}
+
+# tg_secret_file TEXT: a runtime's secret: the file $TG_TMP/secret holding TEXT, made owner-only from the
+# start (umask 077, never readable by others even for a moment); $secret is its path.
+tg_secret_file() {
+  secret=$TG_TMP/secret
+  (umask 077 && printf '%s\n' "$1" >"$secret") || tg_bail "writing $secret"
 }
 
 # --- Tunnelgate ---------------------------------------------------------------------------------------
@@ -585,6 +698,79 @@ tg_re() {
 # tg_exited PID: PID has exited (gone, or a zombie waiting to be reaped); a predicate for wait_for.
 tg_exited() {
   [ ! -e "/proc/$1" ] || [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" == Z ]
+}
+
+# --- The lab's leak counters ------------------------------------------------------------------------------
+#
+# tunnelgate-lab up gives R a table (inet tunnelgate_lab_leaks) that counts every packet arriving from C's
+# c0 and c1 per 5-tuple (ICMP: type and code), in prerouting before anything can drop it, IPv6 neighbour
+# discovery and MLD left out, and C one that counts what leaves eth0 and eth1 by the sending socket's uid.
+# tg_lab_leaks_reset starts a phase; check_lab_no_leaks reads it. (The leak suite, leaks.sh and
+# leaks-runtime.sh, uses tg_leak_watch below: carriers by source port and address, first-seen times.)
+
+# tg_lab_leaks_reset: every counter of the lab's leak watch to zero.
+tg_lab_leaks_reset() {
+  local out
+  out=$(tg_lab leaks reset 2>&1) || tg_bail "tunnelgate-lab leaks reset" "$out"
+}
+
+# check_lab_no_leaks DESC [--carrier IP:PORT/PROTO]... [--allow PREFIX]... [--uid UID]: since
+# tg_lab_leaks_reset nothing left C's physical links but the carriers' 5-tuples and what went to an
+# --allow prefix (with --uid, carrier packets only from that uid), as `tunnelgate-lab expect-no-leaks`
+# judges it; on failure every offending 5-tuple is listed with its packets.
+check_lab_no_leaks() {
+  local desc=$1 out
+  shift
+  _tg_leak_settle
+  if out=$(tg_lab expect-no-leaks --name "$desc" "$@" 2>&1); then
+    tg_pass "$desc"
+  else
+    tg_fail "$desc" "$(printf '%s\n' "$out" | grep -v '^\(not \)\{0,1\}ok - ' | sed 's/^#   //')"
+  fi
+}
+
+# tg_lab_leaked DESTINATION: the packets the lab's counters at R saw from C to DESTINATION (an address)
+# since tg_lab_leaks_reset, all flows summed.
+tg_lab_leaked() {
+  tg_lab leaks show 2>/dev/null | awk -v d="$1" '
+    { for (i = 1; i < NF; i++) if ($i == "->") dst = $(i + 1)
+      if (dst ~ /^\[/) { sub(/^\[/, "", dst); sub(/\]:[0-9]+$/, "", dst) } else if (dst !~ /:.*:/) sub(/:[0-9]+$/, "", dst)
+      for (i = 1; i < NF; i++) if ($i == "packets") n = $(i + 1) }
+    $1 != "by-uid" && dst == d { sum += n }
+    END { print sum + 0 }'
+}
+
+# check_lab_not_reached DESC ADDRESS: since tg_lab_leaks_reset no packet from C to ADDRESS arrived at R
+# (as the lab's counters saw it); on failure its flows are listed.
+check_lab_not_reached() {
+  local desc=$1 address=$2 n
+  _tg_leak_settle
+  n=$(tg_lab_leaked "$address")
+  if [ "$n" -eq 0 ]; then
+    tg_pass "$desc"
+  else
+    tg_fail "$desc" "$n packets to $address arrived at R:" \
+      "$(tg_lab leaks show 2>&1 | grep -F -- "-> $address" | grep -v '^by-uid ')"
+  fi
+}
+
+# --- DNS servers ------------------------------------------------------------------------------------------
+
+# tg_dnsmasq NS ADDRESS [DNSMASQ-OPTION...]: a DNS server (dnsmasq, in the foreground of a background
+# process, no upstream, no /etc/hosts) in NS bound to ADDRESS port 53, answering as the options say
+# (--address=/#/198.18.33.33 answers every name with that address; --log-queries
+# --log-facility=FILE logs each query). Its output goes to $TG_TMP/dnsmasq-ADDRESS.log, its pid to
+# $TG_TMP/dnsmasq-ADDRESS.pid; it ends with its namespace. One check: it listens on ADDRESS:53 (UDP)
+# within 10 s; the scenario ends if it does not.
+tg_dnsmasq() {
+  local ns=$1 address=$2 listening
+  shift 2
+  ip netns exec "$ns" dnsmasq --keep-in-foreground --no-resolv --no-hosts --bind-interfaces \
+    --listen-address="$address" --port=53 --pid-file="$TG_TMP/dnsmasq-$address.pid" --user=root "$@" \
+    >"$TG_TMP/dnsmasq-$address.log" 2>&1 &
+  if [[ $address == *:* ]]; then listening="\[$address\]:53 "; else listening="$(tg_re "$address"):53 "; fi
+  wait_for "dnsmasq listens on $address:53 in $ns" 10 bash -c "ip netns exec '$ns' ss -lunH | grep -q '$listening'" ||
+    tg_bail "dnsmasq in $ns did not start" "$(cat "$TG_TMP/dnsmasq-$address.log" 2>&1)"
 }
 
 # === Leak counters on the router (the leak suite: netns/tests/leaks.sh, netns/tests/leaks-runtime.sh) ===

@@ -14,9 +14,12 @@ public struct Snapshot: Sendable, Equatable {
         a.sections.map(\.name) == b.sections.map(\.name) && a.sections.map(\.lines) == b.sections.map(\.lines)
     }
 
-    /// Sysctls that count or change on their own.
+    /// Sysctls that count or change on their own. The TCP Fast Open key is made by the kernel the
+    /// first time a socket of the namespace uses Fast Open (a resolver's TCP query does), so it is
+    /// zero before and random after without anyone configuring anything.
     static let volatileSysctls: Set<String> = ["net.netfilter.nf_conntrack_count", "net.ipv4.route.flush", "net.ipv6.route.flush",
-                                               "net.ipv6.conf.all.stable_secret", "net.ipv6.conf.default.stable_secret"]
+                                               "net.ipv6.conf.all.stable_secret", "net.ipv6.conf.default.stable_secret",
+                                               "net.ipv4.tcp_fastopen_key"]
 
     /// Takes a snapshot of the calling thread's namespace; `namespaceName` names its /etc/netns
     /// directory (nil: the host's resolv.conf).

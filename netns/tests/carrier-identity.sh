@@ -14,25 +14,14 @@
 # once and pinned (plan says to what).
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_require_binary
-command -v wireguard-go >/dev/null && command -v wg >/dev/null \
-  || tg_bail "wireguard-go and wg(8) are installed" "install them with Scripts/setup.sh"
 TGW=tgc$((RANDOM % 100000))
 WGI=wgc$((RANDOM % 100000))
-cleanup() {
-  rm -f "/var/run/wireguard/$TGW.sock" "/var/run/wireguard/$WGI.sock"
-  tg_topology_down
-}
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
-tg_topology_up
+tg_defer rm -f "/var/run/wireguard/$TGW.sock" "/var/run/wireguard/$WGI.sock"
+tg_begin --needs wireguard-go,wg
 
 umask 077
 wg genkey >"$TG_TMP/c.key"; wg pubkey <"$TG_TMP/c.key" >"$TG_TMP/c.pub"
 wg genkey >"$TG_TMP/i.key"; wg pubkey <"$TG_TMP/i.key" >"$TG_TMP/i.pub"
-in_c() { ip netns exec "$NS_C" "$@"; }
-in_i() { ip netns exec "$NS_I" "$@"; }
 
 # The server: wireguard-go in I with the tunnel addresses 10.72.0.2 and fd72::2.
 in_i env LOG_LEVEL=error wireguard-go -f "$WGI" >>"$TG_TMP/wireguard-go.log" 2>&1 &

@@ -19,15 +19,9 @@
 # C's kernel state equals the state before.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
-LIB=$TG_ROOT/.build/debug/libTunnelgateExampleRuntime.so
-[ -f "$LIB" ] || tg_bail "the example runtime is built at $LIB" "build it with: swift build --product TunnelgateExampleRuntime"
+tg_begin --runtime
 
-secret=$TG_TMP/secret
-printf 'carrier-secret-%s-%s\n' "$$" "$RANDOM" >"$secret"
-chmod 600 "$secret"
+tg_secret_file "carrier-secret-$$-$RANDOM"
 # The runtime runs in its packet plane, whose uid is the tunnel's carrier identity: its UDP socket is the
 # plane's. The tunnel's routes do not take the carrier, so no exemption rule is needed; checked below.
 
@@ -80,7 +74,7 @@ check "[no route] ... while the runtime's own state is still ready" status_is "$
 check "[no route] the log says the path to the peer went, and why" \
   log_has "$log" "carrier path to $(tg_re "$LAN4") gone: no route"
 check "[no route] ... and that no carrier endpoint has a path" log_has "$log" "no carrier endpoint has a path"
-ip -n "$NS_C" -4 route add default via "$R_C0_4" dev eth0
+tg_c_default_route 4
 wait_for "[no route] connected again within 2 s of the route's return" 2 status_is "$NS_C" tga '.status == "connected"'
 check "[no route] the log says the path is back via eth0" log_has "$log" "carrier path to $(tg_re "$LAN4") back via eth0"
 wait_for "[no route] ping crosses the tunnel again" 5 ip netns exec "$NS_C" ping -n -c 1 -W 1 10.60.0.2
@@ -118,7 +112,7 @@ wait_for "[one path left] the check ran: the path to the peer is gone" 2 \
 check "[one path left] ... but $CARRIER4 still has one: connected" status_is "$NS_C" tga '.status == "connected"'
 ip -n "$NS_C" -4 route del "$CARRIER4/32" via "$R_C1_4" dev eth1
 wait_for "[one path left] with that one gone too: reasserting" 2 status_is "$NS_C" tga '.status == "reasserting"'
-ip -n "$NS_C" -4 route add default via "$R_C0_4" dev eth0
+tg_c_default_route 4
 wait_for "[one path left] both back: connected" 2 status_is "$NS_C" tga '.status == "connected"'
 wait_for "ping crosses the tunnel at the end" 5 ip netns exec "$NS_C" ping -n -c 1 -W 1 10.60.0.2
 check "the runtime was ready throughout (its silence timeout never ran out)" bash -c "! grep -q 'runtime: reconnecting' '$log'"
@@ -137,9 +131,8 @@ tg_snapshot "$NS_C" "$TG_TMP/c-after"
 check_same_snapshot "after down C's kernel state equals the state before" "$TG_TMP/c-before" "$TG_TMP/c-after"
 
 # --- no runtime, isolate mode: the carrier rule alone, judged in C where the carriers live --------------
-NS_X=${NS_L%-L}-X
-ip netns add "$NS_X" && TG_NAMESPACES+=("$NS_X")
-ip -n "$NS_X" link set lo up
+NS_X=${NS_L%-l}-x
+tg_netns_add "$NS_X"
 cat >"$TG_TMP/x.json" <<CFG
 {"name": "tgx", "tunnelRemoteAddress": "$CARRIER4", "mtu": 1400,
  "ipv4Settings": {"addresses": ["10.70.0.2"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["10.70.0.0/24"]},
@@ -151,7 +144,7 @@ wait_for "[none, isolated] connected" 2 status_is "$NS_C" tgx '.status == "conne
 ip -n "$NS_C" -4 route del default via "$R_C0_4" dev eth0
 wait_for "[none, isolated] C's default route deleted: reasserting within 2 s" 2 \
   status_is "$NS_C" tgx '.status == "reasserting"' --netns "$NS_X"
-ip -n "$NS_C" -4 route add default via "$R_C0_4" dev eth0
+tg_c_default_route 4
 wait_for "[none, isolated] route back: connected" 2 status_is "$NS_C" tgx '.status == "connected"' --netns "$NS_X"
 tg_run ip netns exec "$NS_C" "$TG" down tgx --netns "$NS_X"
 check_rc "[none, isolated] tgx down" 0

@@ -24,11 +24,7 @@
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../containers.sh"
-tg_trap_cleanup
-tg_require_binary
-CNI=$TG_ROOT/.build/debug/tunnelgate-cni
-[ -x "$CNI" ] || tg_bail "tunnelgate-cni is built at $CNI" "build it with: swift build"
-tg_topology_up
+tg_begin --cni
 
 STATE=$TG_TMP/cni-state
 TUNNELS=$TG_TMP/tunnels

@@ -13,13 +13,10 @@
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 INSTALL=$TG_ROOT/Examples/kubernetes/install.sh
-CNI=$TG_ROOT/.build/debug/tunnelgate-cni
-[ -x "$CNI" ] || tg_bail "tunnelgate-cni is built at $CNI" "build it with: swift build"
-tg_require_binary
-TG_TMP=$(mktemp -d /tmp/tunnelgate-cni-install.XXXXXX)
+tg_begin --no-topology --tmp --cni
 INSTALLER_PID=""
-trap '[ -n "$INSTALLER_PID" ] && kill "$INSTALLER_PID" 2>/dev/null; rm -rf "$TG_TMP"' EXIT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
+stop_installer() { [ -z "$INSTALLER_PID" ] || kill "$INSTALLER_PID" 2>/dev/null; return 0; }
+tg_defer stop_installer
 
 node=$TG_TMP/node
 mkdir -p "$node/etc/cni/net.d" "$TG_TMP/source/bin" "$TG_TMP/secret"

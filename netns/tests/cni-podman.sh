@@ -28,32 +28,22 @@
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../containers.sh"
-tg_require_binary
-CNI=$TG_ROOT/.build/debug/tunnelgate-cni
-[ -x "$CNI" ] || tg_bail "tunnelgate-cni is built at $CNI" "build it with: swift build"
-command -v podman >/dev/null && command -v wireguard-go >/dev/null && command -v wg >/dev/null &&
-  command -v dnsmasq >/dev/null || tg_bail "podman, wireguard-go, wg and dnsmasq are installed" "Scripts/setup.sh"
-
 WGI=wgi$((RANDOM % 100000))
-STATE=""
-cleanup() {
-  tg_containers_down
-  # Whatever a failed DEL left: the plugin's names for namespaces (their owners end with C below).
+tg_defer rm -f "/var/run/wireguard/$WGI.sock"
+tg_begin --cni --needs podman,wireguard-go,wg,dnsmasq
+STATE=$TG_TMP/cni-state
+# Whatever a failed DEL left: the plugin's names for namespaces (their owners end with C below).
+failed_del_names_down() {
   local r
-  for r in "${STATE:-/nonexistent}"/*.record; do
+  for r in "$STATE"/*.record; do
     [ -e "$r" ] && ip netns del "$(jq -r .namespaceName "$r")" 2>/dev/null
   done
-  rm -f "/var/run/wireguard/$WGI.sock"
-  tg_topology_down
+  return 0
 }
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
-tg_topology_up
-STATE=$TG_TMP/cni-state
+tg_defer failed_del_names_down
+tg_defer tg_containers_down
 TUNNELS=$TG_TMP/tunnels
 
-in_c() { ip netns exec "$NS_C" "$@"; }
 in_c sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
 for n in 30 31 32; do
   ip -n "$NS_R" route add "10.89.$n.0/24" via "$C_ETH0_4"

@@ -5,9 +5,7 @@
 set -uo pipefail
 # shellcheck source=netns/lib.sh
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
+tg_begin
 
 # split_config FILE NAME V4NET V6NET HOST4 HOST6: a split tunnel that carries only HOST4 and HOST6.
 split_config() {

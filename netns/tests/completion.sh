@@ -14,9 +14,7 @@
 set -uo pipefail
 # shellcheck source=netns/lib.sh
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
+tg_begin
 
 completion_dir=$TG_ROOT/packaging/completion
 # The command as a user types it: `tunnelgate`, found on PATH.
@@ -91,8 +89,8 @@ for sh in "${shells[@]}"; do
   # Namespaces after --netns.
   check_match "$sh: 'tunnelgate up --netns <Tab>' offers the namespace $NS_C" "^$NS_C\$" \
     "$(complete "$sh" "$NS_C" "tunnelgate up --netns ")"
-  check_eq "$sh: 'tunnelgate up --netns ${NS_C%?}<Tab>' offers only this run's namespaces" \
-    "$NS_C" "$(complete "$sh" "$NS_C" "tunnelgate up --netns ${NS_C%?}C")"
+  check_eq "$sh: 'tunnelgate up --netns $NS_C<Tab>' offers only this run's namespace $NS_C" \
+    "$NS_C" "$(complete "$sh" "$NS_C" "tunnelgate up --netns $NS_C")"
 done
 
 tg_run ip netns exec "$NS_C" "$TG" down tgcomp

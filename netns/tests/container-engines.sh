@@ -18,15 +18,10 @@
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../containers.sh"
-command -v podman >/dev/null && command -v dockerd >/dev/null && [ -x /bin/busybox ] ||
-  { tg_fail "podman, dockerd and busybox-static are installed" "install them with Scripts/setup.sh"; tg_summary; exit 1; }
-cleanup() { tg_containers_down; tg_topology_down; }
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
-tg_topology_up
+[ -x /bin/busybox ] || tg_bail "busybox-static is installed" "install it with Scripts/setup.sh"
+tg_begin --no-binary --needs podman,dockerd
+tg_defer tg_containers_down
 
-in_c() { ip netns exec "$NS_C" "$@"; }
 in_c sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
 ip -n "$NS_R" route add 10.89.21.0/24 via "$C_ETH0_4"
 ip -n "$NS_R" route add 10.89.22.0/24 via "$C_ETH0_4"

@@ -16,20 +16,15 @@
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../containers.sh"
-tg_require_binary
-command -v podman >/dev/null && command -v wireguard-go >/dev/null && command -v dnsmasq >/dev/null && [ -x /bin/busybox ] ||
-  tg_bail "podman, wireguard-go, dnsmasq and busybox-static are installed" "Scripts/setup.sh"
+[ -x /bin/busybox ] || tg_bail "busybox-static is installed" "install it with Scripts/setup.sh"
 
 WGI=wgi$((RANDOM % 100000))
 cleanup() {
   tg_containers_down
   rm -f "/var/run/wireguard/$WGI.sock"
-  tg_topology_down
 }
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
-tg_topology_up
+tg_begin --needs podman,wireguard-go,dnsmasq
+tg_defer cleanup
 TUNNELS=$TG_TMP/tunnels
 # tunnelgate as podman runs (containers.sh): C's network, this mount namespace, the run's podman environment.
 in_c() { nsenter --net="/run/netns/$NS_C" "$@"; }

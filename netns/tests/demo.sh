@@ -5,9 +5,7 @@
 # `down` is identical to before, the private key was never printed, and its namespaces are gone.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_require_binary
-TG_TMP=$(mktemp -d /tmp/tunnelgate-demo-test.XXXXXX)
-trap 'rm -rf "$TG_TMP"' EXIT
+tg_begin --no-topology --tmp
 
 TG_DEMO_NO_BUILD=1 TG="$TG" timeout 240 bash "$TG_ROOT/Scripts/demo.sh" >"$TG_TMP/demo.out" 2>&1
 rc=$?

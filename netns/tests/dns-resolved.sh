@@ -23,22 +23,11 @@ set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 # shellcheck source=netns/resolved-env.sh
 . "$(dirname "$0")/../resolved-env.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
-LIB=$TG_ROOT/.build/debug/libTunnelgateExampleRuntime.so
-[ -f "$LIB" ] || tg_bail "the example runtime is built at $LIB" "build it with: swift build --product TunnelgateExampleRuntime"
+tg_begin --runtime
 
-secret=$TG_TMP/secret
-printf 'dns-resolved scenario %s\n' "$$" >"$secret"
-chmod 600 "$secret"
+tg_secret_file "dns-resolved scenario $$"
 
-start_dnsmasq() { # NS ADDRESS ANSWER
-  ip netns exec "$1" dnsmasq --keep-in-foreground --no-resolv --no-hosts --bind-interfaces \
-    --listen-address="$2" --port=53 --address="/#/$3" --pid-file="$TG_TMP/dnsmasq-$2.pid" --user=root \
-    >"$TG_TMP/dnsmasq-$2.log" 2>&1 &
-}
-start_dnsmasq "$NS_L" "$LAN4" 198.18.33.33
+tg_dnsmasq "$NS_L" "$LAN4" --address=/#/198.18.33.33
 
 # Counts the DNS packets that reach the LAN resolver.
 ip netns exec "$NS_L" nft -f - <<EOT || tg_bail "nft: DNS counter in L"
@@ -59,7 +48,7 @@ lan_queries() {
 mkdir -p "/etc/netns/$NS_C"
 printf '# resolved stub (tunnelgate test)\nnameserver 127.0.0.53\noptions edns0 trust-ad\nsearch .\n' \
   >"/etc/netns/$NS_C/resolv.conf"
-trap 'rm -rf "/etc/netns/$NS_C"; tg_topology_down' EXIT
+tg_defer rm -rf "/etc/netns/$NS_C"
 cp -p "/etc/netns/$NS_C/resolv.conf" "$TG_TMP/resolv.before"
 tg_resolved_config "$LAN4"
 tg_resolved_env "$NS_C"
@@ -110,7 +99,7 @@ wait_for "before any tunnel, names resolve through resolved to the LAN resolver"
 tunnel_config "$TG_TMP/tgi.json" tgi 10.50.0.2 "$CARRIER4:5300" "$C_ETH0_4:5300" ""
 tg_run ip netns exec "$NS_I" "$TG" up "$TG_TMP/tgi.json" --detach
 check_rc "the far side's tunnel is up" 0
-start_dnsmasq "$NS_I" 10.50.0.2 198.18.44.44
+tg_dnsmasq "$NS_I" 10.50.0.2 --address=/#/198.18.44.44
 
 # --- split DNS: routing-only match domain --------------------------------------------------------------------
 up_c "$split"

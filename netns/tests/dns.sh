@@ -12,28 +12,16 @@
 # names the backend; after down the namespace's resolv.conf is byte-identical to before.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
-LIB=$TG_ROOT/.build/debug/libTunnelgateExampleRuntime.so
-[ -f "$LIB" ] || tg_bail "the example runtime is built at $LIB" "build it with: swift build --product TunnelgateExampleRuntime"
+tg_begin --runtime
 
-secret=$TG_TMP/secret
-printf 'dns scenario %s\n' "$$" >"$secret"
-chmod 600 "$secret"
+tg_secret_file "dns scenario $$"
 
-# Resolvers: dnsmasq, bound to one address each, foreground, killed with their namespace.
-start_dnsmasq() { # NS ADDRESS ANSWER
-  ip netns exec "$1" dnsmasq --keep-in-foreground --no-resolv --no-hosts --bind-interfaces \
-    --listen-address="$2" --port=53 --address="/#/$3" --pid-file="$TG_TMP/dnsmasq-$2.pid" --user=root \
-    >"$TG_TMP/dnsmasq-$2.log" 2>&1 &
-}
-start_dnsmasq "$NS_L" "$LAN4" 198.18.33.33
+tg_dnsmasq "$NS_L" "$LAN4" --address=/#/198.18.33.33
 
 # C's own resolv.conf, as a container would have.
 mkdir -p "/etc/netns/$NS_C"
 printf 'nameserver %s\n' "$LAN4" >"/etc/netns/$NS_C/resolv.conf"
-trap 'rm -rf "/etc/netns/$NS_C"; tg_topology_down' EXIT
+tg_defer rm -rf "/etc/netns/$NS_C"
 cp -p "/etc/netns/$NS_C/resolv.conf" "$TG_TMP/resolv.before"
 
 resolve() { ip netns exec "$NS_C" getent ahostsv4 "$1" 2>/dev/null | awk 'NR == 1 { print $1 }'; }
@@ -75,7 +63,7 @@ CFG
 tunnel_config "$TG_TMP/tgi.json" tgi 10.50.0.2 "$CARRIER4:5300" "$C_ETH0_4:5300" ""
 tg_run ip netns exec "$NS_I" "$TG" up "$TG_TMP/tgi.json" --detach
 check_rc "the far side's tunnel is up" 0
-start_dnsmasq "$NS_I" 10.50.0.2 198.18.44.44
+tg_dnsmasq "$NS_I" 10.50.0.2 --address=/#/198.18.44.44
 
 up_c() { # EXTRA JSON
   tunnel_config "$TG_TMP/tgc.json" tgc 10.50.0.1 "$C_ETH0_4:5300" "$CARRIER4:5300" "$1"

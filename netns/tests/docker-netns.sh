@@ -26,9 +26,6 @@
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../containers.sh"
-tg_require_binary
-command -v dockerd >/dev/null && command -v wireguard-go >/dev/null && command -v dnsmasq >/dev/null ||
-  tg_bail "dockerd, wireguard-go and dnsmasq are installed" "Scripts/setup.sh"
 
 WGI=wgi$((RANDOM % 100000))
 NAMED=()   # names this run gave namespaces (TG_NETNS_BY_NAME)
@@ -37,12 +34,9 @@ cleanup() {
   for n in "${NAMED[@]}"; do [ -e "/run/netns/$n" ] && ip netns del "$n" 2>/dev/null; done
   tg_containers_down
   rm -f "/var/run/wireguard/$WGI.sock"
-  tg_topology_down
 }
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
-tg_topology_up
+tg_begin --needs dockerd,wireguard-go,dnsmasq
+tg_defer cleanup
 TUNNELS=$TG_TMP/tunnels
 
 ip netns exec "$NS_C" sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1

@@ -17,9 +17,6 @@
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../containers.sh"
-tg_require_binary
-command -v wireguard-go >/dev/null && command -v dnsmasq >/dev/null && command -v busybox >/dev/null ||
-  tg_bail "wireguard-go, dnsmasq and busybox are installed" "Scripts/setup.sh"
 
 WGI=wgi$((RANDOM % 100000))
 cleanup() {
@@ -29,12 +26,9 @@ cleanup() {
     ip netns del "$n" 2>/dev/null
   done
   rm -f "/var/run/wireguard/$WGI.sock"
-  tg_topology_down
 }
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
-tg_topology_up
+tg_begin --needs wireguard-go,dnsmasq,busybox
+tg_defer cleanup
 TUNNELS=$TG_TMP/tunnels
 # tunnelgate in C's network namespace but this mount namespace (nsenter, as containers.sh runs the engines):
 # the namespace exec names is then bind-mounted where this script sees it (under `ip netns exec` it would be

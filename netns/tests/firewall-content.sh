@@ -6,8 +6,9 @@
 #   C (tunnelgate up, tg0, includeAllNetworks: nftables table inet tunnelgate-tg0) ── eth0 ── R ── I
 #     $INCLUDED4 (198.18.0.30) is an "internet" host in I: never reachable from C outside the tunnel
 #
-# R counts, in prerouting, what arrives from C's interfaces (c0, c1): echo requests to $INCLUDED4
-# (`to30`), and every packet (`any`). A program in C (nft(8), as any root process could) changes the
+# R counts, in prerouting, what arrives from C's interfaces (c0, c1): the lab's counters every flow, per
+# 5-tuple (those to $INCLUDED4 are what the holes would let out), and a rule of its own every packet,
+# neighbour discovery included (`any`). A program in C (nft(8), as any root process could) changes the
 # tunnel's table: an element added to the set dns4 (which the plan leaves empty) and the carrier's own
 # accept rule pointed at $INCLUDED4 (TunnelCrack's ServerIP hole: ping -I eth0 $INCLUDED4 would then
 # leave C), the final drop rule deleted and an accept inserted at the top, the output chain's policy
@@ -21,15 +22,12 @@
 # NetworkExtension provider host (tunnelgate-provider-example, CountingTunnelProvider), until SIGTERM.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
+tg_begin
 
 ip netns exec "$NS_R" nft -f - <<EOT || tg_bail "nft: counters in R"
 table inet watch {
   chain pre {
     type filter hook prerouting priority -300; policy accept;
-    iifname { "c0", "c1" } ip daddr $INCLUDED4 icmp type echo-request counter comment "to30"
     iifname { "c0", "c1" } counter comment "any"
   }
 }
@@ -57,9 +55,10 @@ CFG
 tg_snapshot "$NS_C" "$TG_TMP/before"
 
 # A control: without the tunnel the same pings reach R, so the counter can move.
-base=$(counter to30)
+tg_lab_leaks_reset
 ping_30_via_eth0
-check "control: without the tunnel, pings to $INCLUDED4 via eth0 reach R" test "$(counter to30)" -gt "$base"
+check "control: without the tunnel, pings to $INCLUDED4 via eth0 reach R ($(tg_lab_leaked "$INCLUDED4") packets)" \
+  test "$(tg_lab_leaked "$INCLUDED4")" -gt 0
 
 tg_run ip netns exec "$NS_C" "$TG" up "$cfg" --detach
 check_rc "up --detach with includeAllNetworks" 0
@@ -79,17 +78,17 @@ status_json() { ip netns exec "$NS_C" "$TG" status tg0 --json 2>/dev/null; }
 repairs() { status_json | jq '.counters.repairs // 0'; }
 repairs_above() { [ "$(repairs)" -gt "$1" ]; }
 check_match "status: kill switch on, content as planned" 'kill switch: on \(.*content as planned' "$(status_text)"
-base=$(counter to30)
+tg_lab_leaks_reset
 ping_30_via_eth0
-check_eq "while up: pings to $INCLUDED4 via eth0 do not reach R" "$base" "$(counter to30)"
+check_lab_not_reached "while up: pings to $INCLUDED4 via eth0 do not reach R" "$INCLUDED4"
 
 # --- an element added to dns4 -------------------------------------------------------------------------------
 n=$(repairs)
 nftc add element inet tunnelgate-tg0 dns4 "{ $INCLUDED4 }"
 wait_for "[element] $INCLUDED4 is removed from dns4 within a second" 1 table_is_plan
-base=$(counter to30)
+tg_lab_leaks_reset
 ping_30_via_eth0
-check_eq "[element] pings to $INCLUDED4 via eth0 then do not reach R" "$base" "$(counter to30)"
+check_lab_not_reached "[element] pings to $INCLUDED4 via eth0 then do not reach R" "$INCLUDED4"
 wait_for "[element] status counts the repair" 1 repairs_above "$n"
 check_match "[element] status names it (lastRepair)" "set dns4 has element $(tg_re "$INCLUDED4") the plan does not have" \
   "$(status_json | jq -r '.counters.lastRepair')"
@@ -102,9 +101,9 @@ handle=$(nftc -a list chain inet tunnelgate-tg0 output | sed -n 's/.*comment "tu
 check "[carrier] the carrier's accept rule is there to tamper with" test -n "$handle"
 nftc replace rule inet tunnelgate-tg0 output handle "$handle" ip daddr "$INCLUDED4" accept comment '"tunnelgate:tg0 carrier"'
 wait_for "[carrier] the carrier rule is back as planned within a second" 1 table_is_plan
-base=$(counter to30)
+tg_lab_leaks_reset
 ping_30_via_eth0
-check_eq "[carrier] pings to $INCLUDED4 via eth0 then do not reach R" "$base" "$(counter to30)"
+check_lab_not_reached "[carrier] pings to $INCLUDED4 via eth0 then do not reach R" "$INCLUDED4"
 wait_for "[carrier] status counts the repair" 1 repairs_above "$n"
 
 # --- the final drop deleted, an accept inserted at the top ----------------------------------------------------
@@ -157,9 +156,9 @@ wait_for "[loop] within a second of the 30th change the table is exactly the pla
 check_eq "[loop] the table equals the one listed right after up" "$plan" "$(table_json)"
 check "[loop] repaired, and counted ($(repairs) repairs in all)" repairs_above "$n"
 check_eq "[loop] the tunnel did not fail closed" "null" "$(status_json | jq -c '.counters.failedClosed')"
-base=$(counter to30)
+tg_lab_leaks_reset
 ping_30_via_eth0
-check_eq "[loop] pings to $INCLUDED4 via eth0 do not reach R" "$base" "$(counter to30)"
+check_lab_not_reached "[loop] pings to $INCLUDED4 via eth0 do not reach R" "$INCLUDED4"
 
 # --- status between a change and its repair ------------------------------------------------------------------------
 kill -STOP "$pid"
@@ -243,8 +242,10 @@ check_ping "after down: $INCLUDED4 is reachable directly again" "$NS_C" "$INCLUD
 PROVIDER=${TG_PROVIDER_EXAMPLE:-$TG_ROOT/.build/debug/tunnelgate-provider-example}
 if [ -x "$PROVIDER" ]; then
   mkdir -p "/etc/netns/$NS_C"
-  trap 'rm -rf "/etc/netns/$NS_C"; tg_topology_down' EXIT
+  tg_defer rm -rf "/etc/netns/$NS_C"
   printf 'nameserver %s\n' "$R_C0_4" >"/etc/netns/$NS_C/resolv.conf"
+  # The state before the host, with the namespace's own resolv.conf (the snapshot compares it too).
+  tg_snapshot "$NS_C" "$TG_TMP/before-provider"
   ip netns exec "$NS_C" env TG_NE_REMOTE="$CARRIER4" TG_NE_DNS=10.8.0.1 \
     "$PROVIDER" --provider counting --include-all-networks >"$TG_TMP/provider.log" 2>&1 &
   provider_pid=$!
@@ -264,8 +265,8 @@ if [ -x "$PROVIDER" ]; then
   wait "$provider_pid"
   check_eq "[provider] ... cleanly (exit 0)" 0 "$?"
   tg_snapshot "$NS_C" "$TG_TMP/after-provider"
-  check_same_snapshot "[provider] after the host stopped C's kernel state equals the state before the first up" \
-    "$TG_TMP/before" "$TG_TMP/after-provider"
+  check_same_snapshot "[provider] after the host stopped C's kernel state (and resolv.conf) equals the state before it started" \
+    "$TG_TMP/before-provider" "$TG_TMP/after-provider"
 else
   tg_fail "the example provider host is built at $PROVIDER" "build it with: swift build"
 fi

@@ -14,15 +14,9 @@
 # (1400 - 40 = 1360), where L sent 1460; R's kernel state is as before after down.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
-LIB=$TG_ROOT/.build/debug/libTunnelgateExampleRuntime.so
-[ -f "$LIB" ] || tg_bail "the example runtime is built at $LIB" "build it with: swift build --product TunnelgateExampleRuntime"
+tg_begin --runtime
 
-secret=$TG_TMP/secret
-printf 'gateway-forwarding-%s\n' "$RANDOM$RANDOM" >"$secret"
-chmod 600 "$secret"
+tg_secret_file "gateway-forwarding-$RANDOM$RANDOM"
 ip netns exec "$NS_R" sysctl -qw net.ipv4.ip_forward=0
 ip -n "$NS_I" addr add 198.19.77.1/32 dev lo
 

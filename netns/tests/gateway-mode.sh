@@ -6,9 +6,7 @@
 #   L (192.168.231.2, default via R) ── R (tunnelgate, tggw) ── I (carrier .10, included .30, excluded .20)
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
+tg_begin
 
 # R starts as a host that does not forward: the tunnel must turn forwarding on, and off again.
 ip netns exec "$NS_R" sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0

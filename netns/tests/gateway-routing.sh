@@ -7,9 +7,7 @@
 set -uo pipefail
 # shellcheck source=netns/lib.sh
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
+tg_begin
 
 cfg=$TG_TMP/full.json
 tg_full_tunnel_config "$cfg" tg0
@@ -88,8 +86,8 @@ check_route "after the path moved, excluded $EXCLUDED4 leaves through eth1" "$NS
 check_route "after the path moved, $INCLUDED4 is still looked up into tg0" "$NS_C" "$INCLUDED4" tg0
 check "after the path moved C's marked packets reach carrier $CARRIER4 over eth1" ip netns exec "$NS_C" ping -n -c 1 -W 1 -m "$mark" "$CARRIER4"
 check "after the path moved C's marked packets reach carrier $CARRIER6 over eth1" ip netns exec "$NS_C" ping -n -c 1 -W 1 -m "$mark" "$CARRIER6"
-ip -n "$NS_C" -4 route replace default via "$R_C0_4" dev eth0
-ip -n "$NS_C" -6 route replace default via "$R_C0_6" dev eth0
+tg_c_default_route 4
+tg_c_default_route 6
 check_route_marked "with the path back, the carrier packets to $CARRIER4 leave through eth0 again" "$NS_C" "$CARRIER4" "$mark" eth0
 
 tg_run ip netns exec "$NS_C" "$TG" down tg0

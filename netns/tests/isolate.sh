@@ -9,9 +9,7 @@
 #   X (a second container, eth0 to R)             ──▶  isolated at the same time behind its own tunnel
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
+tg_begin
 
 cfg=$TG_TMP/iso.json
 cat >"$cfg" <<CFG
@@ -22,9 +20,8 @@ cat >"$cfg" <<CFG
  "carrierEndpoints": ["$CARRIER4"]}
 CFG
 # A second container, X, beside L: both are isolated at once, each behind its own tunnel.
-NS_X=${NS_L%-L}-X
-ip netns add "$NS_X" && TG_NAMESPACES+=("$NS_X")
-ip -n "$NS_X" link set lo up
+NS_X=${NS_L%-l}-x
+tg_netns_add "$NS_X"
 ip -n "$NS_X" link add eth0 type veth peer name x0 netns "$NS_R"
 ip -n "$NS_X" addr add 192.168.232.2/24 dev eth0
 ip -n "$NS_R" addr add 192.168.232.1/24 dev x0

@@ -4,34 +4,18 @@
 #   C (tunnelgate, tg0) ── eth0 ── R ── I (carrier 198.18.0.10, hosts .20 .30)
 #                                   └── L (LAN 192.168.231.2)
 #
-# R counts, in prerouting, every packet that arrives from C's physical interfaces and is not for a
-# carrier endpoint and not neighbour discovery: a leak. While the tunnel is up and after the tunnelgate
-# process is SIGKILLed, that counter must not move; after `down` traffic flows again.
+# The lab's counters in R see, in prerouting, every packet that arrives from C's physical interfaces; one
+# not for a carrier endpoint and not neighbour discovery is a leak (listed by its 5-tuple). While the
+# tunnel is up and after the tunnelgate process is SIGKILLed, none may come; after `down` traffic flows
+# again.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
+tg_begin
 
-# --- the leak counter in R ------------------------------------------------------------------------------
-ip netns exec "$NS_R" nft -f - <<EOT || tg_bail "nft: leak counter in R"
-table inet leakwatch {
-  chain pre {
-    type filter hook prerouting priority -300; policy accept;
-    iifname { "c0", "c1" } ip daddr != $CARRIER4 counter comment "leak4"
-    iifname { "c0", "c1" } ip6 daddr != $CARRIER6 icmpv6 type != { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, nd-router-advert } counter comment "leak6"
-    iifname { "c0", "c1" } ip6 daddr != $CARRIER6 meta l4proto != ipv6-icmp counter comment "leak6"
-  }
-}
-EOT
-leaks() {
-  ip netns exec "$NS_R" nft list chain inet leakwatch pre |
-    awk '/comment "leak/ { for (i = 1; i < NF; i++) if ($i == "packets") s += $(i + 1) } END { print s + 0 }'
-}
-# Rule counters cannot be reset by this nft version; leaks_since compares with a baseline.
-leak_base=0
-reset_leaks() { leak_base=$(leaks); }
-leaks_since() { echo $(( $(leaks) - leak_base )); }
+# --- the leak counters: the lab's, in R (every packet arriving from c0 and c1, per 5-tuple) ---------------
+# Anything to a carrier's address is the tunnel's (its carrier traffic, by fwmark); everything else
+# that arrives is a leak, listed with its 5-tuple when a check fails.
+TO_CARRIERS=(--allow "$CARRIER4/32" --allow "$CARRIER6/128")
 
 # Every way out we try from C: through the routing table, and forced onto eth0 (SO_BINDTODEVICE).
 try_to_leak() {
@@ -60,10 +44,11 @@ CFG
 tg_snapshot "$NS_C" "$TG_TMP/before"
 
 # A control: without the kill switch the same attempts do reach R, so the counter can move.
-reset_leaks
+tg_lab_leaks_reset
 try_to_leak
-control=$(leaks_since)
-check "control: without a tunnel the leak counter moves ($control packets)" test "$control" -gt 0
+_tg_leak_settle
+check_fails "control: without a tunnel the attempts do reach R (the lab's counters see leaks)" \
+  tg_lab expect-no-leaks "${TO_CARRIERS[@]}"
 
 tg_run ip netns exec "$NS_C" "$TG" up "$cfg" --detach
 check_rc "up --detach with includeAllNetworks" 0
@@ -72,9 +57,9 @@ check_match "status shows the kill switch" 'kill switch: on' "$(ip netns exec "$
 check_match "the output chain drops what it does not allow (IPv6 included, which this tunnel does not carry)" \
   'policy drop' "$(ip netns exec "$NS_C" nft list chain inet tunnelgate-tg0 output)"
 
-reset_leaks
+tg_lab_leaks_reset
 try_to_leak
-check_eq "while up: no packet left C's physical interface except to the carriers" 0 "$(leaks_since)"
+check_lab_no_leaks "while up: no packet left C's physical interface except to the carriers" "${TO_CARRIERS[@]}"
 # The carrier exemption is the tunnel's identity (its fwmark), not the carrier's address.
 mark=$(tg_tunnel_table "$NS_C" 4)
 check "while up: the tunnel's own carrier traffic (fwmark $mark) reaches the IPv4 carrier" \
@@ -93,9 +78,9 @@ pid=$(tg_tunnel_pids "$NS_C" | head -n 1)
 kill -9 "$pid"
 wait_for "the tunnelgate process is gone" 5 tg_exited "$pid"
 wait_for "tg0 is gone with its process" 5 bash -c "! ip -n $NS_C link show dev tg0 >/dev/null 2>&1"
-reset_leaks
+tg_lab_leaks_reset
 try_to_leak
-check_eq "after SIGKILL: still nothing leaves (fail-closed)" 0 "$(leaks_since)"
+check_lab_no_leaks "after SIGKILL: still nothing leaves (fail-closed)" "${TO_CARRIERS[@]}"
 check "after SIGKILL: the tunnel's identity still reaches the carrier" \
   ip netns exec "$NS_C" ping -n -c 1 -W 1 -m "$mark" "$CARRIER4"
 check_match "after SIGKILL: status says the kill switch is still on" 'kill switch: on' "$(ip netns exec "$NS_C" "$TG" status tg0)"
@@ -135,10 +120,10 @@ check_route "$INCLUDED4 goes into the tunnel" "$NS_C" "$INCLUDED4" tg0
 check_route "$INCLUDED6 goes into the tunnel" "$NS_C" "$INCLUDED6" tg0
 check_ping "the LAN host $LAN4 answers" "$NS_C" "$LAN4"
 check_ping "the LAN host $LAN6 answers" "$NS_C" "$LAN6"
-reset_leaks
+tg_lab_leaks_reset
 for a in "$INCLUDED4" "$EXCLUDED4" "$ELSEWHERE4"; do ip netns exec "$NS_C" ping -n -c 1 -W 0.3 -I eth0 "$a" >/dev/null 2>&1; done
 for a in "$INCLUDED6" "$EXCLUDED6" "$ELSEWHERE6"; do ip netns exec "$NS_C" ping -n -c 1 -W 0.3 -I eth0 "$a" >/dev/null 2>&1; done
-check_eq "forced onto eth0, non-local traffic still does not leave" 0 "$(leaks_since)"
+check_lab_no_leaks "forced onto eth0, non-local traffic still does not leave" "${TO_CARRIERS[@]}"
 tg_run ip netns exec "$NS_C" "$TG" down tg0
 check_rc "down" 0
 tg_snapshot "$NS_C" "$TG_TMP/after2"

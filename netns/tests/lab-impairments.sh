@@ -15,15 +15,12 @@
 # nftables and /run/tunnelgate-lab as they were.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-LAB=${LAB:-$TG_ROOT/.build/debug/tunnelgate-lab}
+tg_begin --no-topology --no-binary --lab --tmp
 TOPO=$TG_ROOT/Examples/lab/vpn-client.json
-[ -x "$LAB" ] || tg_bail "tunnelgate-lab is built at $LAB" "build it with: swift build"
 RUN=i$$
-TMP=$(mktemp -d /tmp/lab-impairments.XXXXXX)
-cleanup() { "$LAB" down "$RUN" >/dev/null 2>&1; rm -rf "$TMP"; }
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
+TMP=$TG_TMP
+lab_down() { "$LAB" down "$RUN" >/dev/null 2>&1; return 0; }
+tg_defer lab_down
 
 host_state() { # the host's state the lab must leave as it found it
   ip -o link show | sed -E 's/ link-netns(id)? [^ ]+//' | awk '{ $1=""; print }'

@@ -10,16 +10,12 @@
 # /run/tunnelgate-lab.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-LAB=${LAB:-$TG_ROOT/.build/debug/tunnelgate-lab}
+tg_begin --no-topology --no-binary --lab --tmp --needs xmllint
 TOPO=$TG_ROOT/Examples/lab/vpn-client.json
-[ -x "$LAB" ] || tg_bail "tunnelgate-lab is built at $LAB" "build it with: swift build"
-command -v xmllint >/dev/null || tg_bail "xmllint is installed" "Scripts/setup.sh installs libxml2-utils"
-TMP=$(mktemp -d /tmp/lab-teardown.XXXXXX)
+TMP=$TG_TMP
 RUNS=()
-cleanup() { local r; for r in "${RUNS[@]}"; do "$LAB" down "$r" >/dev/null 2>&1; done; rm -rf "$TMP"; }
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
+runs_down() { local r; for r in "${RUNS[@]}"; do "$LAB" down "$r" >/dev/null 2>&1; done; return 0; }
+tg_defer runs_down
 
 host_state() { # RUN: the host's state, with only this run's names (other runs may come and go meanwhile)
   ip -o link show | sed -E 's/ link-netns(id)? [^ ]+//' | awk '{ $1=""; print }'

@@ -7,14 +7,10 @@
 # on purpose); the crash phase SIGKILLs tunnelgate. Every phase must pass, the client be left as found.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_require_binary
-LAB=${LAB:-$TG_ROOT/.build/debug/tunnelgate-lab}
-[ -x "$LAB" ] || tg_bail "tunnelgate-lab is built at $LAB"
-TMP=$(mktemp -d /tmp/lab-tunnelgate.XXXXXX)
+tg_begin --no-topology --lab --tmp
+TMP=$TG_TMP
 RUN=g$((RANDOM % 100000)) TGN=tgc$RUN SRV=wgs$RUN
-trap 'rm -rf "$TMP"; rm -f /var/run/wireguard/$TGN.sock /var/run/wireguard/$SRV.sock' EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
+tg_defer rm -f "/var/run/wireguard/$TGN.sock" "/var/run/wireguard/$SRV.sock"
 umask 077
 wg genkey >"$TMP/c.key"; wg pubkey <"$TMP/c.key" >"$TMP/c.pub"
 wg genkey >"$TMP/s.key"; wg pubkey <"$TMP/s.key" >"$TMP/s.pub"

@@ -10,13 +10,8 @@
 # the connect and steady phases pass; the host is left as it was.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-LAB=${LAB:-$TG_ROOT/.build/debug/tunnelgate-lab}
-[ -x "$LAB" ] || tg_bail "tunnelgate-lab is built at $LAB" "build it with: swift build"
-command -v wireguard-go >/dev/null && command -v wg-quick >/dev/null || tg_bail "wireguard-go and wg-quick are installed"
-TMP=$(mktemp -d /tmp/lab-walkthrough.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
+tg_begin --no-topology --no-binary --lab --tmp --needs wireguard-go,wg-quick
+TMP=$TG_TMP
 
 script=$TG_ROOT/Examples/lab/walkthrough-wg-quick.sh
 # The doc shows the script between the markers; the two must be the same text.

@@ -23,19 +23,11 @@
 # settings were applied), an up over the residue, the owner SIGKILLed, down of the residue, after down.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
-LIB=$TG_ROOT/.build/debug/libTunnelgateExampleRuntime.so
-[ -f "$LIB" ] || tg_bail "the example runtime is built at $LIB" "build it with: swift build --product TunnelgateExampleRuntime"
+tg_begin --runtime
 
-in_c() { ip netns exec "$NS_C" "$@"; }
-in_i() { ip netns exec "$NS_I" "$@"; }
-in_r() { ip netns exec "$NS_R" "$@"; }
 tg_c() { ip netns exec "$NS_C" "$TG" "$@"; }
 
-secret=$TG_TMP/secret
-(umask 077; printf 'leak-suite-secret-%s\n' "$RANDOM$RANDOM" >"$secret")
+tg_secret_file "leak-suite-secret-$RANDOM$RANDOM"
 
 # config FILE NAME ADDRESS BIND PEER INCLUDED4 INCLUDED6 [EXTRA-ARGS] [EXTRA-TOP] [MORE-CARRIERS]: a
 # tunnel hosting the example runtime (IP in UDP; runtime.sh); the IPv6 address is fd60::N for 10.60.0.N.

@@ -31,25 +31,12 @@
 # runtime failing is in leaks-runtime.sh.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_require_binary
-command -v wireguard-go >/dev/null && command -v wg >/dev/null \
-  || tg_bail "wireguard-go and wg(8) are installed" "install them with Scripts/setup.sh"
 
 TGW=tgw$((RANDOM % 100000))   # Tunnelgate's interface in C (and R's in the gateway part)
 WGI=wgi$((RANDOM % 100000))   # wireguard-go's in I
-cleanup() {
-  rm -f "/var/run/wireguard/$TGW.sock" "/var/run/wireguard/$WGI.sock"
-  [ -n "${NS_C:-}" ] && rm -rf "/etc/netns/$NS_C"
-  tg_topology_down
-}
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
-tg_topology_up
+tg_defer rm -f "/var/run/wireguard/$TGW.sock" "/var/run/wireguard/$WGI.sock"
+tg_begin --needs wireguard-go,wg
 
-in_c() { ip netns exec "$NS_C" "$@"; }
-in_i() { ip netns exec "$NS_I" "$@"; }
-in_r() { ip netns exec "$NS_R" "$@"; }
 tg_c() { ip netns exec "$NS_C" env ${TG_ENV:-} "$TG" "$@"; }
 
 umask 077
@@ -237,6 +224,9 @@ check_match "[host routes] after down C still has its IPv4 default route via $R_
 check_match "[host routes] after down C still has its IPv6 default route via $R_C0_6 dev eth0" \
   "^default via $R_C0_6 dev eth0 " "$(in_c ip -6 route show default)" ||
   in_c ip -6 route replace default via "$R_C0_6" dev eth0
+# The default routes as the topology made them again.
+tg_c_default_route 4
+tg_c_default_route 6
 
 # --- no accidental IPv6: a TUN whose config has no ipv6Settings ----------------------------------------------
 cat >"$TG_TMP/v4only.json" <<CFG

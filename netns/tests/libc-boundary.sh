@@ -18,11 +18,7 @@
 set -uo pipefail
 # shellcheck source=netns/lib.sh
 . "$(dirname "$0")/../lib.sh"
-TG_TMP=$(mktemp -d /tmp/tunnelgate-libc.XXXXXX)
-export TG_TMP
-trap 'rm -rf "$TG_TMP"' EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
+tg_begin --no-topology --no-binary --tmp
 
 checker=$TG_ROOT/netns/tests/libc_boundary.py
 # findings ROOT CHECK: what the checker reports (its own failure shows as a finding too).

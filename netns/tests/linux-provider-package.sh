@@ -13,14 +13,13 @@
 set -uo pipefail
 # shellcheck source=netns/lib.sh
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
 PACKAGE=$TG_ROOT/Examples/LinuxProviderPackage
 tg_require_binary
 
 # The package builds on its own (swift build --package-path) in a fresh scratch directory: SwiftPM's
 # incremental build of a path dependency can miss files added to it since the last build.
 scratch=$(mktemp -d /tmp/tunnelgate-linux-provider-package.XXXXXX)
-trap 'rm -rf "$scratch"; tg_topology_down' EXIT
+tg_defer rm -rf "$scratch"
 build_log=$scratch/build.log
 if swift build --package-path "$PACKAGE" --scratch-path "$scratch/build" >"$build_log" 2>&1; then
   tg_pass "swift build --package-path Examples/LinuxProviderPackage"

@@ -15,11 +15,8 @@
 # Under journald (JOURNAL_STREAM naming standard error) every line carries its syslog priority.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
+tg_begin
 
-in_c() { ip netns exec "$NS_C" "$@"; }
 STATE=""
 # json_lines FILE: every non-empty line of FILE is a log event as promised (a predicate; prints the bad ones).
 json_lines() {

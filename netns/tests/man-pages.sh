@@ -12,10 +12,7 @@
 set -uo pipefail
 # shellcheck source=netns/lib.sh
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-TG_TMP=$(mktemp -d /tmp/tunnelgate-man.XXXXXX)
-export TG_TMP
+tg_begin --no-topology --tmp
 
 man_py=$TG_ROOT/Scripts/man.py
 docs=$TG_ROOT/docs/configuration.md

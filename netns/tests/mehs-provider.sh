@@ -11,18 +11,14 @@
 # on SIGTERM (which stops the runtime once) and the kernel state is as before.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
+tg_begin
 # The provider runs in its packet plane: its switches and files reach it through the test hooks.
 tg_plane_test_hooks TG_MEHS_SERVER TG_MEHS_ARGS TG_MEHS_SECRET_FILE TG_MEHS_STOP_FILE TG_MEHS_DNS
 LIB=$TG_ROOT/.build/debug/libTunnelgateExampleRuntime.so
 PROVIDER=$TG_ROOT/.build/debug/mehs-provider-example
 [ -f "$LIB" ] && [ -x "$PROVIDER" ] || tg_bail "the example runtime and mehs-provider-example are built" "swift build"
 
-secret=$TG_TMP/secret
-printf 'mehs %s\n' "$$" >"$secret"
-chmod 600 "$secret"
+tg_secret_file "mehs $$"
 cat >"$TG_TMP/tgb.json" <<CFG
 {"name": "tgb", "tunnelRemoteAddress": "$C_ETH0_4", "mtu": 1400,
  "ipv4Settings": {"addresses": ["198.18.0.2"], "subnetMasks": ["255.255.0.0"], "includedRoutes": ["198.18.0.0/16"]},
@@ -34,7 +30,7 @@ check_rc "the server side (tunnelgate with the example runtime) is up in L" 0
 
 tg_snapshot "$NS_C" "$TG_TMP/before"
 rm -rf "/etc/netns/$NS_C"
-trap 'rm -rf "/etc/netns/$NS_C"; tg_topology_down' EXIT
+tg_defer rm -rf "/etc/netns/$NS_C"
 stop_file=$TG_HOOKS/stop
 # The provider reads its secret in its packet plane (an unprivileged user): its copy is in the hooks
 # directory, readable there (only root reaches it from the host: $TG_TMP is 0700).

@@ -25,9 +25,7 @@
 # symbol refused, naming it, with the kernel untouched.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
+tg_begin
 
 LIBDIR=$TG_TMP/lib
 bash "$TG_ROOT/Tests/MeshGuardStandIn/build.sh" "$LIBDIR" >"$TG_TMP/gcc.log" 2>&1 \

@@ -26,24 +26,12 @@
 # stops the collector.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_require_binary
-for tool in wireguard-go wg prometheus promtool curl python3; do
-  command -v "$tool" >/dev/null || tg_bail "$tool is installed" "install it with Scripts/setup.sh"
-done
 
 TGM=tgm$((RANDOM % 100000))   # Tunnelgate's interface in C
 WGM=wgm$((RANDOM % 100000))   # wireguard-go's in L
-cleanup() {
-  rm -f "/var/run/wireguard/$TGM.sock" "/var/run/wireguard/$WGM.sock"
-  tg_topology_down   # ends every process of the namespaces: the tunnel, the collectors, Prometheus
-}
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
-tg_topology_up
+tg_defer rm -f "/var/run/wireguard/$TGM.sock" "/var/run/wireguard/$WGM.sock"
+tg_begin --needs wireguard-go,wg,prometheus,promtool,curl,python3
 
-in_c() { ip netns exec "$NS_C" "$@"; }
-in_l() { ip netns exec "$NS_L" "$@"; }
 PORT=9587        # the collector's default
 PROM_PORT=9090
 T="tunnel=\"$TGM\""   # the tunnel's label matcher, for PromQL
@@ -193,7 +181,7 @@ check "... for the carrier path (the runtime still said ready)" \
   prom_true "max_over_time(tunnelgate_reasserting{$T,cause=\"carrier_path\"}[10s]) == 1"
 check "... and the last-reassert time is the cut's (within 2 s)" \
   prom_true "tunnelgate_last_reassert_timestamp_seconds{$T} >= $((cut - 1)) and tunnelgate_last_reassert_timestamp_seconds{$T} <= $((cut + 3))"
-in_c ip -4 route add default via "$R_C0_4" dev eth0
+tg_c_default_route 4
 reconnected() { in_c ping -n -c 1 -W 1 10.70.0.2 >/dev/null 2>&1; prom_true "tunnelgate_tunnel_status{$T,status=\"connected\"} == 1"; }
 wait_for "with the route back, connected again" 20 reconnected
 check "... and no longer reasserting for any cause" prom_true "sum(tunnelgate_reasserting{$T}) == 0"

@@ -21,9 +21,6 @@
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../containers.sh"
-tg_require_binary
-command -v wireguard-go >/dev/null && command -v dnsmasq >/dev/null && command -v busybox >/dev/null ||
-  tg_bail "wireguard-go, dnsmasq and busybox are installed" "Scripts/setup.sh"
 
 WGI=wgi$((RANDOM % 100000))
 HOLDERS=()
@@ -33,12 +30,9 @@ cleanup() {
   for p in "${HOLDERS[@]}"; do kill "$p" 2>/dev/null; done
   for f in "${BOUND[@]}"; do umount "$f" 2>/dev/null; rm -f "$f"; done
   rm -f "/var/run/wireguard/$WGI.sock"
-  tg_topology_down
 }
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
-tg_topology_up
+tg_begin --needs wireguard-go,dnsmasq,busybox
+tg_defer cleanup
 TUNNELS=$TG_TMP/tunnels
 in_c() { ip netns exec "$NS_C" "$@"; }
 

@@ -14,18 +14,16 @@
 set -uo pipefail
 # shellcheck source=netns/lib.sh
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
 PROVIDER=${TG_PROVIDER_EXAMPLE:-$TG_ROOT/.build/debug/tunnelgate-provider-example}
 MANAGER=${TG_MANAGER_EXAMPLE:-$TG_ROOT/.build/debug/tunnelgate-manager-example}
 [ -x "$PROVIDER" ] && [ -x "$MANAGER" ] || tg_bail "the example host and manager are built ($PROVIDER, $MANAGER)" "build them with: swift build"
-tg_require_binary
-tg_topology_up
+tg_begin
 # The provider runs in its packet plane: its switches and files reach it through the test hooks.
 tg_plane_test_hooks TG_NE_REMOTE TG_NE_DNS TG_NE_REAPPLY_EXCLUDE TG_NE_COUNT_FILE TG_NE_STOP_FILE
 
 resolv=/etc/netns/$NS_C/resolv.conf
 mkdir -p "/etc/netns/$NS_C"
-trap 'rm -rf "/etc/netns/$NS_C"; tg_topology_down' EXIT
+tg_defer rm -rf "/etc/netns/$NS_C"
 printf 'nameserver %s\n' "$R_C0_4" >"$resolv"
 resolv_before=$(cat "$resolv")
 tg_snapshot "$NS_C" "$TG_TMP/before"

@@ -18,17 +18,15 @@
 set -uo pipefail
 # shellcheck source=netns/lib.sh
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
 PROVIDER=${TG_PROVIDER_EXAMPLE:-$TG_ROOT/.build/debug/tunnelgate-provider-example}
 [ -x "$PROVIDER" ] || tg_bail "the example host is built at $PROVIDER" "build it with: swift build"
-tg_require_binary
-tg_topology_up
+tg_begin
 # The provider runs in its packet plane: its switches and files reach it through the test hooks.
 tg_plane_test_hooks TG_NE_REMOTE TG_NE_DNS TG_NE_REAPPLY_EXCLUDE TG_NE_COUNT_FILE TG_NE_STOP_FILE
 
 resolv=/etc/netns/$NS_C/resolv.conf
 mkdir -p "/etc/netns/$NS_C"
-trap 'rm -rf "/etc/netns/$NS_C"; tg_topology_down' EXIT
+tg_defer rm -rf "/etc/netns/$NS_C"
 printf 'nameserver %s\n' "$R_C0_4" >"$resolv"
 resolv_before=$(cat "$resolv")
 tg_snapshot "$NS_C" "$TG_TMP/before"
@@ -89,7 +87,7 @@ ip -n "$NS_C" -4 route del default via "$R_C0_4" dev eth0
 wait_for "[carrier] status goes reasserting within 2 s" 2 status_is '.status == "reasserting"'
 wait_for "[carrier] the log says the path to $CARRIER4 went, and why" 2 log_has_at_least 1 "$gone_re"
 check_eq "[carrier] the provider's own reasserting is untouched" "reasserting false" "$(message reasserting)"
-ip -n "$NS_C" -4 route add default via "$R_C0_4" dev eth0
+tg_c_default_route 4
 wait_for "[carrier] connected again within 2 s of the route's return" 2 status_is '.status == "connected"'
 wait_for "[carrier] the log says the path is back via eth0" 2 log_has_at_least 1 "$back_re"
 
@@ -103,7 +101,7 @@ wait_for "[combined] the carrier check saw the path go" 2 log_has_at_least 2 "$g
 check_eq "[combined] the provider clears reasserting" "reasserting false" "$(message 'reasserting off')"
 check "[combined] ... still reasserting: no carrier path" status_is '.status == "reasserting"'
 check_eq "[combined] the provider sets reasserting again" "reasserting true" "$(message 'reasserting on')"
-ip -n "$NS_C" -4 route add default via "$R_C0_4" dev eth0
+tg_c_default_route 4
 wait_for "[combined] the carrier check saw the path come back" 2 log_has_at_least 2 "$back_re"
 check "[combined] ... still reasserting: the provider says so" status_is '.status == "reasserting"'
 check_eq "[combined] the provider clears reasserting" "reasserting false" "$(message 'reasserting off')"

@@ -13,11 +13,9 @@
 set -uo pipefail
 # shellcheck source=netns/lib.sh
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
 PROVIDER=${TG_OS_PROVIDER_EXAMPLE:-$TG_ROOT/.build/debug/os-provider-example}
 [ -x "$PROVIDER" ] || tg_bail "the example provider is built at $PROVIDER" "build it with: swift build"
-tg_require_binary
-tg_topology_up
+tg_begin
 tg_snapshot "$NS_C" "$TG_TMP/before"
 
 token="tok-$RANDOM$RANDOM-secret"

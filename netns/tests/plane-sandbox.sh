@@ -19,24 +19,18 @@
 # the engine stays, disconnected, holding it. A policy that is not one is refused before anything starts.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
-LIB=$TG_ROOT/.build/debug/libTunnelgateExampleRuntime.so
-[ -f "$LIB" ] || tg_bail "the example runtime is built at $LIB"
+tg_begin --runtime
 bash "$TG_ROOT/Tests/HostileRuntime/build.sh" "$TG_TMP/hostile" >/dev/null || tg_bail "the hostile runtime fixture builds"
 HOSTILE=$TG_TMP/hostile/libhostile-runtime.so
 chmod 755 "$TG_TMP/hostile"
 
-secret=$TG_TMP/secret
-printf 'plane-sandbox-%s%s\n' "$RANDOM" "$RANDOM" >"$secret"
-chmod 600 "$secret"
+tg_secret_file "plane-sandbox-$RANDOM$RANDOM"
 # A root-only key file outside any hidden directory (uid isolation alone must keep it), and one in /tmp
 # (hidden from the plane by its private /tmp).
 KEY=/var/tmp/tg-plane-key-$$
 printf 'root-only-key\n' >"$KEY"
 chmod 600 "$KEY"
-trap 'rm -f "$KEY"; tg_topology_down' EXIT
+tg_defer rm -f "$KEY"
 
 config() { # FILE NAME ADDRESS BIND PEER LIBRARY EXTRA-ARGS EXTRA-TOP
   cat >"$1" <<CFG

@@ -8,9 +8,7 @@
 #   C (tunnelgate, tg0, kill switch) ── R ── I
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
+tg_begin
 
 cfg=$TG_TMP/repair.json
 cat >"$cfg" <<CFG

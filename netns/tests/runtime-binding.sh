@@ -21,9 +21,7 @@
 # shellcheck disable=SC2016 # jq programs name their own $variables
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
+tg_begin
 
 # --- the variant, built from the example's sources ---------------------------------------------------
 cc=${CC:-$(command -v gcc || command -v cc || command -v clang || echo /opt/swift/usr/bin/clang)}
@@ -38,9 +36,7 @@ check_eq "it exports MEHS's four names and its own app_message, no tunnelgate_ru
   "$(nm -D --defined-only "$VARIANT" | awk '$2 == "T" { print $3 }' | sort)"
 
 SECRET="binding-secret-$$-$RANDOM"
-secret=$TG_TMP/secret
-printf '%s\n' "$SECRET" >"$secret"
-chmod 600 "$secret"
+tg_secret_file "$SECRET"
 
 SYMBOLS='"symbols": {"start": "mehs_ios_runtime_start", "packetIn": "mehs_ios_runtime_packet_in",
                      "status": "mehs_runtime_status", "stop": "mehs_runtime_stop",

@@ -24,16 +24,10 @@
 # in no output, plan, status, --watch line, log or state file (copied while up).
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
-LIB=$TG_ROOT/.build/debug/libTunnelgateExampleRuntime.so
-[ -f "$LIB" ] || tg_bail "the example runtime is built at $LIB" "build it with: swift build --product TunnelgateExampleRuntime"
+tg_begin --runtime
 
 SECRET="runtime-secret-$$-$RANDOM-do-not-leak"
-secret=$TG_TMP/secret
-printf '%s\n' "$SECRET" >"$secret"
-chmod 600 "$secret"
+tg_secret_file "$SECRET"
 # The pattern comes from a file, so that no command line of these checks carries the secret either.
 pattern=$TG_TMP/pattern
 printf '%s\n' "$SECRET" >"$pattern"

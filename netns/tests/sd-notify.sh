@@ -18,12 +18,9 @@ set -uo pipefail
 # shellcheck source=netns/lib.sh
 . "$(dirname "$0")/../lib.sh"
 receiver_pid=""
-trap 'tg_stop_receiver; tg_topology_down' EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
 tg_stop_receiver() { [ -n "$receiver_pid" ] && kill "$receiver_pid" 2>/dev/null; receiver_pid=""; return 0; }
-tg_require_binary
-tg_topology_up
+tg_begin
+tg_defer tg_stop_receiver
 
 # The receiver: each datagram as lines "TIME SEQ ASSIGNMENT" (time.time(), the datagram's number); on
 # READY=1 it snapshots NS's rules and routes into SNAPSHOT at once; on STOPPING=1 it notes whether the

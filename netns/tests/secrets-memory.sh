@@ -18,22 +18,11 @@
 #     written. Then `down` removes what the killed owner left, and C is exactly as before.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_require_binary
-command -v wireguard-go >/dev/null && command -v wg >/dev/null \
-  || tg_bail "wireguard-go and wg(8) are installed" "install them with Scripts/setup.sh"
-LIB=$TG_ROOT/.build/debug/libTunnelgateExampleRuntime.so
-[ -f "$LIB" ] || tg_bail "the example runtime is built at $LIB" "build it with: swift build"
 
 TGM=tgm$((RANDOM % 100000))
 WGM=wgm$((RANDOM % 100000))
-cleanup() {
-  rm -f "/var/run/wireguard/$TGM.sock" "/var/run/wireguard/$WGM.sock"
-  tg_topology_down
-}
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
-tg_topology_up
+tg_defer rm -f "/var/run/wireguard/$TGM.sock" "/var/run/wireguard/$WGM.sock"
+tg_begin --runtime --needs wireguard-go,wg
 
 umask 077
 wg genkey >"$TG_TMP/c.key"; wg pubkey <"$TG_TMP/c.key" >"$TG_TMP/c.pub"
@@ -54,8 +43,6 @@ printf '%s\n' "$SECRET" >"$TG_TMP/secret"
 printf '%s' "$SECRET" >"$TG_TMP/secret.text"
 chmod 600 "$TG_TMP/c.key" "$TG_TMP/psk" "$TG_TMP/secret"
 
-in_c() { ip netns exec "$NS_C" "$@"; }
-in_l() { ip netns exec "$NS_L" "$@"; }
 # The owners run with the process's working directory in $TG_TMP/cwd (where a core file would land),
 # without Swift's crash backtracer (it would read the process on SIGABRT), and without CAP_SYS_PTRACE,
 # which they do not need: so that a root process that lacks it too (a compromised service) is kept out

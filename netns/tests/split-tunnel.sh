@@ -5,9 +5,7 @@
 set -uo pipefail
 # shellcheck source=netns/lib.sh
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
+tg_begin
 
 # 198.18.0.128/25 and 2001:db8:18::100/120 are in both lists: the tie.
 TIE4=198.18.0.200

@@ -5,9 +5,7 @@
 set -uo pipefail
 # shellcheck source=netns/lib.sh
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
+tg_begin
 
 cfg=$TG_TMP/full.json
 tg_full_tunnel_config "$cfg" tg0

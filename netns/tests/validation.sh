@@ -9,9 +9,7 @@
 set -uo pipefail
 # shellcheck source=netns/lib.sh
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-tg_topology_up
+tg_begin
 
 tgc() { ip netns exec "$NS_C" "$TG" "$@"; }
 

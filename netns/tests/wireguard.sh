@@ -19,23 +19,14 @@
 # it was.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_require_binary
-command -v wireguard-go >/dev/null && command -v wg >/dev/null \
-  || tg_bail "wireguard-go and wg(8) are installed" "install them with Scripts/setup.sh"
 
 TGW=tgw$((RANDOM % 100000))   # Tunnelgate's interface in C
 WGL=wgl$((RANDOM % 100000))   # wireguard-go's in L
 TGL=tgl$((RANDOM % 100000))   # Tunnelgate's in L (the Tunnelgate-to-Tunnelgate part)
 WGI=wgi$((RANDOM % 100000))   # a second wireguard-go peer, in I (the several-peers part)
-cleanup() {
-  rm -f "/var/run/wireguard/$TGW.sock" "/var/run/wireguard/$WGL.sock" "/var/run/wireguard/$TGL.sock" \
-    "/var/run/wireguard/$WGI.sock"
-  tg_topology_down
-}
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
-tg_topology_up
+tg_defer rm -f "/var/run/wireguard/$TGW.sock" "/var/run/wireguard/$WGL.sock" "/var/run/wireguard/$TGL.sock" \
+  "/var/run/wireguard/$WGI.sock"
+tg_begin --needs wireguard-go,wg
 
 umask 077
 wg genkey >"$TG_TMP/c.key"; wg pubkey <"$TG_TMP/c.key" >"$TG_TMP/c.pub"
@@ -51,8 +42,6 @@ outputs=$TG_TMP/outputs   # everything tunnelgate printed, searched for the priv
 # re KEY: KEY as an extended regular expression matching itself (base64 has + and /).
 re() { printf '%s' "$1" | sed 's/[][\.*^$+?(){}|/]/\\&/g'; }
 run() { tg_run "$@"; printf '%s\n%s\n' "$TG_OUT" "$TG_ERR" >>"$outputs"; }
-in_c() { ip netns exec "$NS_C" "$@"; }
-in_l() { ip netns exec "$NS_L" "$@"; }
 
 # c_config [ENDPOINT] [EXTRA-PEER-LINES] [PEER-KEY]: C's wg-quick file.
 c_config() {
@@ -209,7 +198,6 @@ check_no_match "wg set removes it again" "$(re "$X_PUB")" "$(in_c wg show "$TGW"
 # packet, then a handshake flood. Tunnelgate must count them, answer the flood with cookie replies, and
 # keep working.
 port=$(c_status .listenPort)
-in_r() { ip netns exec "$NS_R" "$@"; }
 check "C listens on its configured port ($port)" test "$port" = 51821
 before=$(c_status .dropsMalformedDatagram)
 in_r python3 "$TG_ROOT/netns/tests/wireguard_garbage.py" garbage "$C_ETH0_4" "$port" >"$TG_TMP/garbage.out" 2>&1
