@@ -13,11 +13,7 @@
 # when the interface is deleted there; bad names are refused with nothing made.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_trap_cleanup
-tg_require_binary
-command -v wireguard-go >/dev/null && command -v wg >/dev/null && command -v wg-quick >/dev/null \
-  || tg_bail "wireguard-go, wg(8) and wg-quick are installed" "install them with Scripts/setup.sh"
-tg_topology_up
+tg_begin --needs wireguard-go,wg,wg-quick
 # wg-quick runs "$WG_QUICK_USERSPACE_IMPLEMENTATION" IFACE as one word: the binary under the name
 # tunnelgate-wireguard (the package installs that link).
 DROPIN=$TG_TMP/tunnelgate-wireguard
@@ -25,15 +21,13 @@ ln -s "$TG" "$DROPIN"
 TGQ=tgq$((RANDOM % 10000))
 WGI=wgq$((RANDOM % 10000))
 MOVED="tgqmv-$$"
-in_c() { ip netns exec "$NS_C" "$@"; }
-in_i() { ip netns exec "$NS_I" "$@"; }
 dropin_pids() { pgrep -f "tunnelgate wireguard --ready-fd 3 $1\$" || true; }
 cleanup_dropin() {
   for pid in $(dropin_pids "$TGQ"); do kill "$pid" 2>/dev/null || true; done
   rm -f "/var/run/wireguard/$TGQ.sock" "/var/run/wireguard/$WGI.sock"
   ip netns del "$MOVED" 2>/dev/null || true
 }
-trap 'cleanup_dropin; tg_topology_down' EXIT
+tg_defer cleanup_dropin
 
 umask 077
 wg genkey >"$TG_TMP/c.key"; wg pubkey <"$TG_TMP/c.key" >"$TG_TMP/c.pub"
