@@ -208,7 +208,9 @@ check_eq() {
 # check_match DESC REGEX TEXT: passes if some line of TEXT matches the extended regular expression.
 check_match() {
   local desc=$1 regex=$2 text=$3
-  if printf '%s\n' "$text" | grep -Eq -- "$regex"; then
+  # A here-string, not a pipe: grep -q exits at the first match, and under pipefail a printf still writing
+  # into the closed pipe (SIGPIPE, 141) would turn a match into a failure.
+  if grep -Eq -- "$regex" <<<"$text"; then
     tg_pass "$desc"
   else
     tg_fail "$desc" "no line matches: $regex" "in:" "$text"
@@ -218,7 +220,8 @@ check_match() {
 # check_no_match DESC REGEX TEXT: passes if no line of TEXT matches.
 check_no_match() {
   local desc=$1 regex=$2 text=$3
-  if printf '%s\n' "$text" | grep -Eq -- "$regex"; then
+  # A here-string, as in check_match: through a pipe, a match could end in SIGPIPE and read as none.
+  if grep -Eq -- "$regex" <<<"$text"; then
     tg_fail "$desc" "unexpected match for: $regex" "in:" "$text"
   else
     tg_pass "$desc"
@@ -402,7 +405,7 @@ _tg_settled() {
     ip -n "$ns" -o link show dev "$link" | grep -q ' state UP ' || return 1
     ip -n "$ns" -6 -o addr show dev "$link" scope link | grep -q 'inet6 fe80::' || return 1
   done
-  ! ip -n "$ns" -o addr show | grep -q tentative
+  ! grep -q tentative <<<"$(ip -n "$ns" -o addr show)"
 }
 
 # tg_topology_up: builds C, R, L and I (see the drawing above; netns/topology.json) as a lab run owned by
