@@ -3,9 +3,12 @@ import NetworkExtension
 
 // tunnelgate-manager-example: the container app's side (seeds/003's VPNManager) as a command.
 //
-//   start --provider PATH [--name IFNAME] [--server ADDRESS] [-- HOST-ARGUMENT...]
-//                      save the configuration, startVPNTunnel, print each NEVPNStatusDidChange until connected
+//   start --provider PATH [--name IFNAME] [--server ADDRESS] [--username NAME] [--plist] [-- HOST-ARGUMENT...]
+//                      save the configuration, startVPNTunnel, print each NEVPNStatusDidChange until connected;
+//                      --plist saves a providerConfiguration of every property-list type (a string, a
+//                      number, a date, data, an array of booleans, a nested dictionary)
 //   status [--name IFNAME]          print connection.status
+//   set-username [--username NAME] [--name IFNAME]   change the saved protocol's username and save it again
 //   message TEXT [--name IFNAME]    sendProviderMessage, print the reply
 //   stop [--name IFNAME]            stopVPNTunnel, print each NEVPNStatusDidChange until disconnected
 //   watch [--name IFNAME]           print each NEVPNStatusDidChange; exit once disconnected after another status
@@ -15,8 +18,9 @@ import NetworkExtension
 // Notification lines: "NEVPNStatusDidChange: connecting".
 
 let usage = """
-    usage: tunnelgate-manager-example start --provider PATH [--name IFNAME] [--server ADDRESS] [-- HOST-ARGUMENT...]
+    usage: tunnelgate-manager-example start --provider PATH [--name IFNAME] [--server ADDRESS] [--username NAME] [--plist] [-- HOST-ARGUMENT...]
            tunnelgate-manager-example status|stop|watch|last-error [--name IFNAME]
+           tunnelgate-manager-example set-username [--username NAME] [--name IFNAME]
            tunnelgate-manager-example message TEXT [--name IFNAME]
     """
 
@@ -44,6 +48,8 @@ var interfaceName = "tg0"
 var providerPath: String?
 var serverAddress = "198.18.0.10"
 var hostArguments: [String] = []
+var username: String?
+var plist = false
 var text: String?
 while !arguments.isEmpty {
     let a = arguments.removeFirst()
@@ -51,6 +57,8 @@ while !arguments.isEmpty {
     case "--name": interfaceName = arguments.isEmpty ? "" : arguments.removeFirst()
     case "--provider": providerPath = arguments.isEmpty ? nil : arguments.removeFirst()
     case "--server": serverAddress = arguments.isEmpty ? "" : arguments.removeFirst()
+    case "--username": username = arguments.isEmpty ? "" : arguments.removeFirst()
+    case "--plist": plist = true
     case "--": hostArguments = arguments; arguments = []
     case "-h", "--help": say(usage); exit(0)
     default:
@@ -93,6 +101,12 @@ case "start":
     proto.serverAddress = serverAddress
     proto.tunnelgateInterfaceName = interfaceName
     proto.tunnelgateArguments = hostArguments
+    proto.username = username
+    if plist {
+        proto.providerConfiguration = ["region": "eu-west", "port": 51820, "issued": Date(timeIntervalSince1970: 1_900_000_000),
+                                       "token": Data([0xDE, 0xAD, 0xBE, 0xEF]), "flags": [true, false],
+                                       "nested": ["mtu": 1380]]
+    }
     manager.protocolConfiguration = proto
     manager.localizedDescription = "Tunnelgate example (\(interfaceName))"
     manager.isEnabled = true
@@ -118,6 +132,20 @@ case "start":
 
 case "status":
     say(name(loadManager(interfaceName).connection.status))
+    exit(0)
+
+case "set-username":
+    // Loads the saved manager, changes the protocol's username (--username) and saves it again, as an
+    // app's settings screen does while the tunnel runs.
+    let manager = loadManager(interfaceName)
+    guard let proto = manager.protocolConfiguration as? NETunnelProviderProtocol else { fail("no saved configuration for \(interfaceName)") }
+    proto.username = username
+    let saved = DispatchSemaphore(value: 0)
+    nonisolated(unsafe) var saveError: Error?
+    manager.saveToPreferences { saveError = $0; saved.signal() }
+    saved.wait()
+    if let saveError { fail("saveToPreferences: \(saveError)") }
+    say("saved")
     exit(0)
 
 case "message":

@@ -69,6 +69,26 @@ final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable 
     /// excluded route); "reasserting on" / "reasserting off" sets `reasserting`, and
     /// "reasserting" alone reads it ("reasserting true|false"); anything else: the
     /// packet count.
+    private func describeProtocolConfiguration() -> String {
+        guard let p = protocolConfiguration as? NETunnelProviderProtocol else { return "not an NETunnelProviderProtocol" }
+        var lines = ["serverAddress=\(p.serverAddress ?? "-")", "username=\(p.username ?? "-")",
+                     "providerBundleIdentifier=\(p.providerBundleIdentifier ?? "-")"]
+        let c = p.providerConfiguration ?? [:]
+        for key in c.keys.sorted() {
+            switch c[key] {
+            case let v as String: lines.append("\(key)=String:\(v)")
+            case let v as Date: lines.append("\(key)=Date:\(Int(v.timeIntervalSince1970))")
+            case let v as Data: lines.append("\(key)=Data:\(v.map { String(format: "%02x", $0) }.joined())")
+            case let v as [Bool]: lines.append("\(key)=[Bool]:\(v)")
+            case let v as [String: Any]: lines.append("\(key)=Dictionary:\(v.keys.sorted())")
+            case let v as NSNumber: lines.append("\(key)=Number:\(v)")
+            case let v?: lines.append("\(key)=\(type(of: v))")
+            case nil: break
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+
     override func handleAppMessage(_ messageData: Data, completionHandler: ((Data?) -> Void)?) {
         let text = String(decoding: messageData, as: UTF8.self)
         // "cancel DOMAIN CODE TEXT": ends the tunnel with that NSError, as a provider does when its
@@ -81,6 +101,11 @@ final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable 
             }
             completionHandler?(Data("cancelling".utf8))
             cancelTunnelWithError(NSError(domain: parts[1], code: code, userInfo: [NSLocalizedDescriptionKey: parts[3]]))
+            return
+        }
+        // "protocol": what this provider reads of its own protocolConfiguration, one key=value a line.
+        if text == "protocol" {
+            completionHandler?(Data(describeProtocolConfiguration().utf8))
             return
         }
         if text.hasPrefix("reasserting") {

@@ -2,11 +2,12 @@ import Foundation
 
 extension NETunnelProvider {
     /// NETunnelProvider.protocolConfiguration: the NETunnelProviderProtocol the manager saved, every
-    /// property and providerConfiguration's property-list types kept, as the host delivered it
-    /// (`tunnelgateDeliverProtocolConfiguration`). Until the host delivers one, it is built from what a
-    /// manager's handoff carries today (TunnelgateHostHandoff: serverAddress, providerConfiguration as
-    /// JSON, the interface name, includeAllNetworks, excludeLocalNetworks); without a handoff either, an
-    /// empty NETunnelProviderProtocol. The same object on each read until the host delivers another.
+    /// property and providerConfiguration's property-list types kept: what the manager's
+    /// startVPNTunnel handed over (TunnelgateHostHandoff's `protocol`, `tunnelgateEncoded()`), or what
+    /// the host delivered since (`tunnelgateDeliverProtocolConfiguration`). A handoff from an older
+    /// manager without it gives what it carries (serverAddress, providerConfiguration as JSON, the
+    /// interface name, includeAllNetworks, excludeLocalNetworks); without a handoff, an empty
+    /// NETunnelProviderProtocol. The same object on each read until the host delivers another.
     public var protocolConfiguration: NEVPNProtocol {
         if let p = tunnelgateState.protocolConfiguration { return p }
         let p = Self.protocolConfigurationFromHandoff(TunnelgateHostHandoff.current)
@@ -14,9 +15,9 @@ extension NETunnelProvider {
         return p
     }
 
-    /// The host's hook: at start, and again whenever the manager saves a new configuration (as iOS
-    /// updates protocolConfiguration). The lead's host (issue 13) calls it with what the engine hands
-    /// over; nothing calls it yet.
+    /// The host's hook: whenever the manager saves a new configuration while the tunnel runs (as iOS
+    /// updates protocolConfiguration); ProviderPlane calls the encoded form below with what
+    /// NEVPNConnection.update sent.
     func tunnelgateDeliverProtocolConfiguration(_ p: NETunnelProviderProtocol) {
         tunnelgateState.setProtocolConfiguration(p)
     }
@@ -27,6 +28,10 @@ extension NETunnelProvider {
     }
 
     static func protocolConfigurationFromHandoff(_ handoff: TunnelgateHostHandoff?) -> NETunnelProviderProtocol {
+        if let json = handoff?.protocolConfigurationJSON,
+           let p = try? NETunnelProviderProtocol.tunnelgateDecoded(Array(json.utf8)) {
+            return p
+        }
         let p = NETunnelProviderProtocol()
         guard let handoff else { return p }
         p.serverAddress = handoff.serverAddress

@@ -28,6 +28,9 @@ open class NEVPNConnection: @unchecked Sendable {
         var providerConfiguration: String?
         var includeAllNetworks: Bool
         var excludeLocalNetworks: Bool
+        /// The whole protocol as the provider reads it (`tunnelgateEncoded()`); nil when it holds a
+        /// value that is not a property-list value (saveToPreferences refuses those).
+        var protocolJSON: String?
 
         init(_ m: NEVPNManager) {
             isEnabled = m.isEnabled
@@ -43,6 +46,7 @@ open class NEVPNConnection: @unchecked Sendable {
             }
             includeAllNetworks = p?.includeAllNetworks ?? false
             excludeLocalNetworks = p?.excludeLocalNetworks ?? false
+            protocolJSON = (try? t?.tunnelgateEncoded()).map { String(decoding: $0, as: UTF8.self) }
         }
     }
 
@@ -92,6 +96,22 @@ open class NEVPNConnection: @unchecked Sendable {
         state.withLock { $0.configuration = configuration }
         refresh(post: true)
     }
+
+    /// The manager saved `configuration`. While the tunnel runs, its protocol goes to the provider at
+    /// once, before the save completes, as iOS updates `protocolConfiguration`: through the control
+    /// socket as an app message with `protocolUpdateMarker` before it, which the provider host takes
+    /// (never the provider's handleAppMessage). Not running: nothing to do (the next start hands it over).
+    func deliverSaved(_ configuration: Configuration) {
+        refresh(post: false)
+        guard let json = configuration.protocolJSON, status == .connected || status == .reasserting,
+              let directory = state.withLock({ $0.directory }) else { return }
+        let message = Self.protocolUpdateMarker + Data(json.utf8)
+        _ = try? ControlServer.request(directory.controlPath(interfaceName), "message " + message.base64EncodedString())
+    }
+
+    /// What starts an app message that carries a new protocolConfiguration for the provider host
+    /// (a NUL first: no text message a container app sends starts so).
+    static let protocolUpdateMarker = Data("\u{0}tunnelgate:protocolConfiguration\n".utf8)
 
     // MARK: Start and stop
 
@@ -145,7 +165,7 @@ open class NEVPNConnection: @unchecked Sendable {
             configuration: TunnelgateHostConfiguration(interfaceName: name, includeAllNetworks: configuration.includeAllNetworks,
                                                        excludeLocalNetworks: configuration.excludeLocalNetworks),
             serverAddress: configuration.serverAddress, providerConfigurationJSON: configuration.providerConfiguration,
-            startOptionsJSON: options.flatMap(Self.encodeOptions))
+            startOptionsJSON: options.flatMap(Self.encodeOptions), protocolConfigurationJSON: configuration.protocolJSON)
         let pid: Int32
         do throws(SystemCallError) {
             let directory = try StateDirectory(create: true)

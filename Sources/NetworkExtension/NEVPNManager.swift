@@ -127,6 +127,8 @@ open class NEVPNManager: NSObject, @unchecked Sendable {
             if let i = entries.firstIndex(where: { $0.identifier == identifier }) { entries[i] = entry } else { entries.append(entry) }
         }
         markSaved(true)
+        // A running tunnel's provider sees the saved protocol before the save completes.
+        if let saved = saved.withLock({ $0 }) { connection.deliverSaved(saved) }
     }
 }
 

@@ -127,6 +127,20 @@ final class ProviderPlane: NEProviderSystem, @unchecked Sendable {
                 providerQueue.async { completion?(result) }
             case .message(.message(let id, let data), _, let fds):
                 for fd in fds { fd.close() }
+                // The manager saved a new protocol while the tunnel runs (NEVPNConnection.update): the
+                // host's, not the provider's handleAppMessage.
+                let marker = Array(NEVPNConnection.protocolUpdateMarker)
+                if data.starts(with: marker) {
+                    let answer: String
+                    do throws(NEVPNError) {
+                        try provider.tunnelgateDeliverProtocolConfiguration(encoded: Array(data.dropFirst(marker.count)))
+                        answer = "ok"
+                    } catch {
+                        answer = "refused: \(error.localizedDescription)"
+                    }
+                    send(.reply(id: id, data: Array(answer.utf8), error: nil))
+                    continue
+                }
                 providerQueue.async { [self] in
                     provider.handleAppMessage(Data(data)) { [self] reply in
                         send(.reply(id: id, data: reply.map { Array($0) }, error: nil))

@@ -19,6 +19,9 @@ public struct TunnelgateHostHandoff: Sendable {
     var providerConfigurationJSON: String?
     /// startVPNTunnel(options:)'s strings and numbers as JSON.
     var startOptionsJSON: String?
+    /// The manager's whole NETunnelProviderProtocol (`tunnelgateEncoded()`, property-list types
+    /// kept): what the provider reads as `protocolConfiguration`.
+    var protocolConfigurationJSON: String?
 
     /// The host's descriptor the manager puts it at.
     public static let descriptor: Int32 = 3
@@ -27,11 +30,13 @@ public struct TunnelgateHostHandoff: Sendable {
     static let limit = 1 << 20
 
     public init(configuration: TunnelgateHostConfiguration, serverAddress: String? = nil,
-                providerConfigurationJSON: String? = nil, startOptionsJSON: String? = nil) {
+                providerConfigurationJSON: String? = nil, startOptionsJSON: String? = nil,
+                protocolConfigurationJSON: String? = nil) {
         self.configuration = configuration
         self.serverAddress = serverAddress
         self.providerConfigurationJSON = providerConfigurationJSON
         self.startOptionsJSON = startOptionsJSON
+        self.protocolConfigurationJSON = protocolConfigurationJSON
     }
 
     /// The providerConfiguration, as the host's provider reads it.
@@ -60,6 +65,7 @@ public struct TunnelgateHostHandoff: Sendable {
         if let serverAddress { object["serverAddress"] = serverAddress }
         if let providerConfigurationJSON { object["providerConfiguration"] = providerConfigurationJSON }
         if let startOptionsJSON { object["startOptions"] = startOptionsJSON }
+        if let protocolConfigurationJSON { object["protocol"] = protocolConfigurationJSON }
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
         return Array(data)
     }
@@ -73,7 +79,8 @@ public struct TunnelgateHostHandoff: Sendable {
         c.carrierEndpoints = o["carrierEndpoints"] as? [String] ?? []
         return TunnelgateHostHandoff(configuration: c, serverAddress: o["serverAddress"] as? String,
                                      providerConfigurationJSON: o["providerConfiguration"] as? String,
-                                     startOptionsJSON: o["startOptions"] as? String)
+                                     startOptionsJSON: o["startOptions"] as? String,
+                                     protocolConfigurationJSON: o["protocol"] as? String)
     }
 
     /// The manager's side: a sealed file holding this handoff, to pass as the host's descriptor 3.

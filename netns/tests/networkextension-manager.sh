@@ -129,6 +129,33 @@ check_eq "[again] ... and the last run's error no longer applies" none "$TG_OUT"
 tg_run in_c "$MANAGER" stop
 check_rc "[again] and stops" 0
 
+# --- protocolConfiguration: the provider reads the protocol its manager saved, property-list types kept ----
+tg_run in_c "$MANAGER" start --provider "$PROVIDER" --server "$CARRIER4" --username alice --plist -- --provider counting --name tg0
+check_rc "[protocol] a manager with a username and a property-list providerConfiguration connects" 0
+tg_run in_c "$MANAGER" message protocol
+check_rc "[protocol] the provider answers what it reads of protocolConfiguration" 0
+got=$TG_OUT
+check_match "[protocol] serverAddress and username as saved" "^serverAddress=$(tg_re "$CARRIER4")\$" "$got"
+check_match "[protocol] ..." '^username=alice$' "$got"
+check_match "[protocol] providerBundleIdentifier is the provider's path" "^providerBundleIdentifier=$(tg_re "$PROVIDER")\$" "$got"
+check_match "[protocol] providerConfiguration: a String" '^region=String:eu-west$' "$got"
+check_match "[protocol] ... a number" '^port=Number:51820$' "$got"
+check_match "[protocol] ... a Date, not a string or a number" '^issued=Date:1900000000$' "$got"
+check_match "[protocol] ... Data, not base64 text" '^token=Data:deadbeef$' "$got"
+check_match "[protocol] ... an array of Bool" '^flags=\[Bool\]:\[true, false\]$' "$got"
+check_match "[protocol] ... a nested dictionary" '^nested=Dictionary:\["mtu"\]$' "$got"
+# The app saves again while the tunnel runs: the provider's protocolConfiguration follows, before the
+# save completes; the provider's own handleAppMessage never sees the host's delivery.
+tg_run in_c "$MANAGER" set-username --username bob
+check_rc "[protocol] the manager saves a new username while connected" 0
+tg_run in_c "$MANAGER" message protocol
+check_match "[protocol] ... and the running provider reads it at once" '^username=bob$' "$TG_OUT"
+check_match "[protocol] ... with the rest as before" '^issued=Date:1900000000$' "$TG_OUT"
+tg_run in_c "$MANAGER" message hello
+check_match "[protocol] handleAppMessage still counts only the app's messages" '^received [0-9]+$' "$TG_OUT"
+tg_run in_c "$MANAGER" stop
+check_rc "[protocol] and stops" 0
+
 # --- a provider executable others could change is not run (StrictModes) -------------------------------------
 cp "$PROVIDER" "$TG_TMP/provider-group"
 chmod 775 "$TG_TMP/provider-group"
