@@ -76,7 +76,7 @@ let package = Package(
         .target(name: "Session", dependencies: ["Engine", "PlaneProtocol", "RuntimeABI", "TUN", "Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),
         // `tunnelgate metrics`: the Prometheus text-format endpoint over the published state (Engine's reports).
         .target(name: "Metrics", dependencies: ["Engine", "LinuxSystem", "TunnelgateSettings"]),
-        .executableTarget(name: "tunnelgate", dependencies: ["Session", "PacketPlane", "Engine", "Metrics", "Runtimes", "WireGuard", "TunnelgateSettings"]),
+        .executableTarget(name: "tunnelgate", dependencies: ["Session", "PacketPlane", "Engine", "Metrics", "Runtimes", "WireGuard", "TunnelgateSettings", "TunnelgateSecrets"]),
         // `import os` / `import os.log` on Linux: the Swift module os (Logger, OSLog, os_log, privacy
         // interpolations; one line per message on standard error) over a Clang module also named os
         // (COSLog's module map), which gives it the submodule `log` that `import os.log` names.

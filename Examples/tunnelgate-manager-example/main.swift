@@ -3,7 +3,7 @@ import NetworkExtension
 
 // tunnelgate-manager-example: the container app's side (seeds/003's VPNManager) as a command.
 //
-//   start --provider PATH [--name IFNAME] [--server ADDRESS] [--username NAME] [--plist] [-- HOST-ARGUMENT...]
+//   start --provider PATH [--name IFNAME] [--server ADDRESS] [--username NAME] [--plist] [--password-secret NAME] [-- HOST-ARGUMENT...]
 //                      save the configuration, startVPNTunnel, print each NEVPNStatusDidChange until connected;
 //                      --plist saves a providerConfiguration of every property-list type (a string, a
 //                      number, a date, data, an array of booleans, a nested dictionary)
@@ -49,6 +49,7 @@ var providerPath: String?
 var serverAddress = "198.18.0.10"
 var hostArguments: [String] = []
 var username: String?
+var passwordSecret: String?
 var plist = false
 var text: String?
 while !arguments.isEmpty {
@@ -59,6 +60,7 @@ while !arguments.isEmpty {
     case "--server": serverAddress = arguments.isEmpty ? "" : arguments.removeFirst()
     case "--username": username = arguments.isEmpty ? "" : arguments.removeFirst()
     case "--plist": plist = true
+    case "--password-secret": passwordSecret = arguments.isEmpty ? "" : arguments.removeFirst()
     case "--": hostArguments = arguments; arguments = []
     case "-h", "--help": say(usage); exit(0)
     default:
@@ -102,6 +104,9 @@ case "start":
     proto.tunnelgateInterfaceName = interfaceName
     proto.tunnelgateArguments = hostArguments
     proto.username = username
+    // A reference to a secret in Tunnelgate's store (tunnelgate secret add NAME), as an iOS app sets a
+    // keychain item's persistent reference: never the secret itself.
+    if let passwordSecret { proto.passwordReference = TunnelgateSecretStore.reference(named: passwordSecret) }
     if plist {
         proto.providerConfiguration = ["region": "eu-west", "port": 51820, "issued": Date(timeIntervalSince1970: 1_900_000_000),
                                        "token": Data([0xDE, 0xAD, 0xBE, 0xEF]), "flags": [true, false],

@@ -69,6 +69,18 @@ final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable 
     /// excluded route); "reasserting on" / "reasserting off" sets `reasserting`, and
     /// "reasserting" alone reads it ("reasserting true|false"); anything else: the
     /// packet count.
+    private func checkPassword(_ guess: [UInt8]) -> String {
+        guard let reference = protocolConfiguration.passwordReference else { return "no passwordReference" }
+        do {
+            let secret = try TunnelgateSecretStore.secret(forReference: reference)
+            return secret.withUnsafeBytes { bytes in
+                "password of \(bytes.count) bytes: " + (bytes.elementsEqual(guess) ? "it matches" : "it does not match")
+            }
+        } catch {
+            return "password: \(error)"
+        }
+    }
+
     private func describeProtocolConfiguration() -> String {
         guard let p = protocolConfiguration as? NETunnelProviderProtocol else { return "not an NETunnelProviderProtocol" }
         var lines = ["serverAddress=\(p.serverAddress ?? "-")", "username=\(p.username ?? "-")",
@@ -104,6 +116,22 @@ final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable 
             return
         }
         // "protocol": what this provider reads of its own protocolConfiguration, one key=value a line.
+        // "password-is GUESS": whether the secret protocolConfiguration.passwordReference names is GUESS
+        // (the reply never holds the secret): what a provider reads to log in to its server.
+        if text.hasPrefix("password-is ") {
+            completionHandler?(Data(checkPassword(Array(text.utf8.dropFirst(12))).utf8))
+            return
+        }
+        // "read PATH": what a provider that tries to read a file itself gets (the secret store's, say).
+        if text.hasPrefix("read ") {
+            let path = String(text.dropFirst(5))
+            if let data = FileManager.default.contents(atPath: path) {
+                completionHandler?(Data("read \(data.count) bytes".utf8))
+            } else {
+                completionHandler?(Data("unreadable".utf8))
+            }
+            return
+        }
         if text == "protocol" {
             completionHandler?(Data(describeProtocolConfiguration().utf8))
             return

@@ -12,6 +12,9 @@ public struct FileDescriptor: Hashable, Sendable {
     public static let standardOutput = FileDescriptor(rawValue: STDOUT_FILENO)
     public static let standardError = FileDescriptor(rawValue: STDERR_FILENO)
 
+    /// isatty(3): whether the descriptor is a terminal.
+    public var isTerminal: Bool { isatty(rawValue) == 1 }
+
     public static func open(_ path: String, _ flags: Int32, mode: mode_t = 0) throws(SystemCallError) -> FileDescriptor {
         FileDescriptor(rawValue: try syscall("open(\(path))") { Glibc.open(path, flags | O_CLOEXEC, mode) })
     }

@@ -157,9 +157,11 @@ open class NEVPNConnection: @unchecked Sendable {
         case .disconnecting: throw NEVPNError(.connectionFailed, "the tunnel \(name) is still disconnecting")
         case .invalid, .disconnected: break
         }
-        // The preferences' directory and the test suite's plane hooks go on; nothing else of ours does.
+        // The preferences' file, the secret store's directory and the test suite's plane hooks go on;
+        // nothing else of ours does.
         let environment = ProcessInfo.processInfo.environment.filter {
-            !$0.key.hasPrefix("TUNNELGATE_") || $0.key == "TUNNELGATE_PREFERENCES" || $0.key.hasPrefix("TUNNELGATE_PLANE_")
+            !$0.key.hasPrefix("TUNNELGATE_") || $0.key == "TUNNELGATE_PREFERENCES" || $0.key == "TUNNELGATE_SECRETS"
+                || $0.key.hasPrefix("TUNNELGATE_PLANE_")
         }
         let handoff = TunnelgateHostHandoff(
             configuration: TunnelgateHostConfiguration(interfaceName: name, includeAllNetworks: configuration.includeAllNetworks,

@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import LinuxSystem
+import TunnelgateSecrets
 import PlaneProtocol
 import RuntimeABI
 import Session
@@ -56,9 +57,10 @@ final class ProviderEngine {
             return 1
         }
         let configuration = self.configuration
-        let source = ProviderSource(
+        let handoff = TunnelgateHostHandoff.current
+        var source = ProviderSource(
             interfaceName: name, arguments: CommandLine.arguments, environment: Self.planeEnvironment,
-            handoff: TunnelgateHostHandoff.current.map { JSONText($0.json) },
+            handoff: handoff.map { JSONText($0.json) },
             translate: { json in
                 guard let wire = try? JSONDecoder().decode(NetworkSettingsWire.self, from: Data(json.text.utf8)) else {
                     return .failure(ProviderRefusal("invalid tunnel network settings: not readable",
@@ -69,6 +71,10 @@ final class ProviderEngine {
                                                     code: NETunnelProviderError.networkSettingsInvalid.rawValue))
                 }
             })
+        // The secrets its protocol refers to, read here (root) for the plane, which cannot read the store.
+        let proto = handoff?.protocolConfigurationJSON.flatMap { try? NETunnelProviderProtocol.tunnelgateDecoded(Array($0.utf8)) }
+        source.secrets = TunnelgateSecretStore.secrets(
+            of: proto, store: SecretStore(directory: ProcessControl.environmentValue("TUNNELGATE_SECRETS") ?? SecretStore.defaultDirectory))
         let session = TunnelSession(engine: engine, source: .provider(source), user: user,
                                     planeLog: FileDescriptor(rawValue: 2), log: { [log] in log($0) })
         do throws(SessionError) { try session.prepare() } catch {

@@ -27,12 +27,29 @@ final class ProviderPlane: NEProviderSystem, @unchecked Sendable {
     static func receiveHandoff() -> TunnelgateHostHandoff? {
         let deadline = ProcessControl.monotonicSeconds() + 10
         while ProcessControl.monotonicSeconds() < deadline {
-            if case .message(.provider(let handoff), _, _)? = try? channel.receive() {
+            if case .message(.provider(let handoff, let secrets), let tail, _)? = try? channel.receive() {
+                keepSecrets(secrets, from: tail)
                 return handoff.flatMap { TunnelgateHostHandoff.decode(json: $0.text) }
             }
             _ = try? Poll.readable(channel.descriptor, timeoutMilliseconds: 100)
         }
         return nil
+    }
+
+    /// The secrets the engine read for the protocol's passwordReference and identityReference, by
+    /// reference, in secure memory: what `TunnelgateSecretStore.secret(forReference:)` answers here.
+    static let handedSecrets = Mutex<[[UInt8]: SecureBytes]>([:])
+
+    /// Copies the message's secrets out of its tail (valid only until the next receive) into secure
+    /// memory; parts that do not fit the tail are dropped, with the rest.
+    private static func keepSecrets(_ parts: [ProviderSecret], from tail: UnsafeRawBufferPointer) {
+        var offset = 0
+        for part in parts {
+            guard part.count >= 0, offset + part.count <= tail.count,
+                  let copy = try? SecureBytes(copying: UnsafeRawBufferPointer(rebasing: tail[offset..<(offset + part.count)])) else { return }
+            handedSecrets.withLock { $0[part.reference] = copy }
+            offset += part.count
+        }
     }
 
     private let providerQueue = DispatchQueue(label: "tunnelgate.provider")

@@ -21,9 +21,34 @@ public enum TunnelgateSecretStore {
         SecretStore.name(fromReference: Array(reference))
     }
 
-    /// The secret a reference names, in secure memory (root only: the store is root's).
+    /// The secret a reference names, in secure memory. In a provider's packet plane (which cannot read
+    /// the root-only store), the one the engine read for the protocol's passwordReference or
+    /// identityReference and handed over at start; anywhere else (root), read from the store.
     public static func secret(forReference reference: Data,
                               store: SecretStore = SecretStore()) throws(SecretStore.Failure) -> SecureBytes {
-        try store.read(reference: Array(reference))
+        if ProviderPlane.isPlane {
+            guard let handed = ProviderPlane.handedSecrets.withLock({ $0[Array(reference)] }) else {
+                throw .notFound(name(fromReference: reference) ?? "(not a reference to the secret store)")
+            }
+            let copy = handed.withUnsafeBytes { raw in Result { () throws(SystemCallError) in try SecureBytes(copying: raw) } }
+            switch copy {
+            case .success(let secret): return secret
+            case .failure(let error): throw .system("no secure memory for the secret: \(error)")
+            }
+        }
+        return try store.read(reference: Array(reference))
+    }
+
+    /// What the engine hands a provider's plane: the secrets of `protocol`'s passwordReference and
+    /// identityReference that name secrets in the store (read here, as root). A reference to nothing
+    /// in the store is left out, so the provider's lookup fails as on iOS for a missing keychain item.
+    static func secrets(of proto: NEVPNProtocol?, store: SecretStore) -> [(reference: [UInt8], secret: SecureBytes)] {
+        var out: [(reference: [UInt8], secret: SecureBytes)] = []
+        for reference in [proto?.passwordReference, proto?.identityReference].compactMap({ $0 }) {
+            let bytes = Array(reference)
+            guard !out.contains(where: { $0.reference == bytes }), let secret = try? store.read(reference: bytes) else { continue }
+            out.append((bytes, secret))
+        }
+        return out
     }
 }

@@ -16,7 +16,10 @@ public enum EngineMessage: Codable, Sendable, Equatable {
     case stop
     /// A NetworkExtension provider's plane starts its provider: what the manager handed the engine
     /// (the host's handoff as JSON, nil when none), for `TunnelgateHostHandoff.current` in the plane.
-    case provider(handoff: JSONText?)
+    /// `secrets`: the secrets its protocol's passwordReference and identityReference name, read by the
+    /// engine from the root-only store, in the message's tail in this order (the plane cannot read the
+    /// store).
+    case provider(handoff: JSONText?, secrets: [ProviderSecret])
     /// The answer to a provider's `apply` (setTunnelNetworkSettings): nil error is success; a success
     /// that made a new TUN carries its descriptor.
     case applied(id: UInt64, error: String?, code: Int?)
@@ -82,6 +85,17 @@ public struct PlaneReport: Codable, Sendable, Equatable {
 }
 
 /// What a plane loads before the kernel is touched.
+/// One secret of a provider's protocol in a `provider` message's tail: the reference it answers (the
+/// opaque bytes of passwordReference or identityReference) and its length.
+public struct ProviderSecret: Codable, Sendable, Equatable {
+    public var reference: [UInt8]
+    public var count: Int
+    public init(reference: [UInt8], count: Int) {
+        self.reference = reference
+        self.count = count
+    }
+}
+
 public struct PlaneLoad: Codable, Sendable, Equatable {
     public enum Runtime: Codable, Sendable, Equatable {
         /// No runtime: packets read from the TUN are counted and dropped.

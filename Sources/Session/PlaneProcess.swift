@@ -266,8 +266,8 @@ public final class PlaneProcess {
     }
 
     /// Sends a message as is (a provider's answers).
-    public func send(_ message: EngineMessage, descriptors: [FileDescriptor] = []) throws(SessionError) {
-        do { try channel.send(message, descriptors: descriptors) } catch { throw SessionError("the packet plane: \(error)") }
+    public func send(_ message: EngineMessage, tail: UnsafeRawBufferPointer? = nil, descriptors: [FileDescriptor] = []) throws(SessionError) {
+        do { try channel.send(message, tail: tail, descriptors: descriptors) } catch { throw SessionError("the packet plane: \(error)") }
     }
 
     /// Asks the plane to stop its runtime and exit; after `timeout` it is killed. Returns its wait status.

@@ -90,6 +90,9 @@ public struct ProviderSource {
     public var environment: [String]
     /// What the plane is told first: the manager's handoff, or none.
     public var handoff: JSONText?
+    /// The secrets its protocol's references name, read by the engine (kept for the plane's restarts):
+    /// the reference, and the secret in secure memory.
+    public var secrets: [(reference: [UInt8], secret: SecureBytes)] = []
     /// A provider's settings (as they crossed the channel) as the model, or why not.
     public var translate: (JSONText) -> Result<TunnelSettings, ProviderRefusal>
 
@@ -269,10 +272,40 @@ public final class TunnelSession {
         state = .loaded(try spawnAndLoad())
     }
 
+    /// The provider's first message: its handoff, and its secrets as the tail (one buffer in secure
+    /// memory, wiped when sent).
+    private func sendProvider(_ provider: ProviderSource, to plane: PlaneProcess) throws(SessionError) {
+        let parts = provider.secrets.map { ProviderSecret(reference: $0.reference, count: $0.secret.count) }
+        let total = parts.reduce(0) { $0 + $1.count }
+        guard total > 0 else {
+            try plane.send(.provider(handoff: provider.handoff, secrets: []))
+            return
+        }
+        let tail: SecureBytes
+        do throws(SystemCallError) { tail = try SecureBytes(count: total) } catch {
+            throw SessionError("no secure memory for the provider's secrets: \(error)")
+        }
+        defer { tail.wipe() }
+        tail.withUnsafeMutableBytes { out in
+            var offset = 0
+            for entry in provider.secrets {
+                entry.secret.withUnsafeBytes { bytes in
+                    UnsafeMutableRawBufferPointer(rebasing: out[offset..<(offset + bytes.count)]).copyMemory(from: bytes)
+                }
+                offset += entry.secret.count
+            }
+        }
+        var failure: SessionError?
+        tail.withUnsafeBytes { raw in
+            do throws(SessionError) { try plane.send(.provider(handoff: provider.handoff, secrets: parts), tail: raw) } catch { failure = error }
+        }
+        if let failure { throw failure }
+    }
+
     private func spawnAndLoad() throws(SessionError) -> PlaneProcess {
         if let provider {
             let plane = try PlaneProcess.spawn(user: user, log: planeLog, arguments: provider.arguments, environment: provider.environment)
-            do throws(SessionError) { try plane.send(.provider(handoff: provider.handoff)) } catch {
+            do throws(SessionError) { try sendProvider(provider, to: plane) } catch {
                 plane.kill()
                 throw error
             }

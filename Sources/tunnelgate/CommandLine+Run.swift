@@ -20,7 +20,7 @@ struct UsageError: Error {
 }
 
 enum Command: String, CaseIterable {
-    case validate, plan, up, exec, down, status, list, message, metrics, help
+    case validate, plan, up, exec, down, status, list, message, secret, metrics, help
 
     var usage: String {
         switch self {
@@ -32,6 +32,7 @@ enum Command: String, CaseIterable {
         case .status: "tunnelgate status [NAME] [--netns NS] [--json]  |  tunnelgate status NAME [--netns NS] --watch"
         case .list: "tunnelgate list [--json]"
         case .message: "tunnelgate message NAME DATA [--netns NS]"
+        case .secret: "tunnelgate secret add NAME [--replace] < SECRET  |  tunnelgate secret remove NAME  |  tunnelgate secret list"
         case .metrics: "tunnelgate metrics [--listen ADDR:PORT] [--allow-non-loopback] [--netns NS]... [--all-namespaces]"
         case .help: "tunnelgate help [SUBCOMMAND]"
         }
@@ -47,6 +48,7 @@ enum Command: String, CaseIterable {
         case .status: "Show tunnels of this network namespace: state, interface, routes, counters, the runtime's own status."
         case .list: "List the configured tunnels and the running tunnels of every network namespace."
         case .message: "Send DATA to the tunnel's runtime (app_message) and print its reply."
+        case .secret: "Keep the secrets a provider's passwordReference and identityReference name (root only)."
         case .metrics: "Serve the tunnels' state and counters as Prometheus metrics over HTTP."
         case .help: "Show help for a subcommand."
         }
@@ -79,6 +81,9 @@ enum Command: String, CaseIterable {
             text += "\nConfigured: the names in /etc/tunnelgate (NAME.json, NAME.conf) and\n/etc/wireguard (NAME.conf), with the namespaces each runs in. Running: the\ntunnels of this namespace and of every named namespace (/run/netns) with\ntunnel state, also those put there with `up --netns NS`. Changes nothing.\n"
         case .exec:
             text += CommandLine.execHelpText
+        case .secret:
+            text += "\nARGUMENTS:\n  NAME            The secret's name: 1-64 letters, digits, '.', '_', '-'.\n\nOPTIONS:\n  --replace       add: replace a secret of that name (else it is an error).\n"
+            text += "\nThe store is /etc/tunnelgate/secrets: a directory only root may enter, one file\nof mode 0600 per secret. add reads the secret from standard input (never an\nargument or the environment; a terminal is refused), at most 64 KB, and drops one\ntrailing newline. list prints the names, never a secret. A provider's\nconfiguration refers to one as TunnelgateSecretStore.reference(named: NAME); the\nengine reads it and hands it to the provider's packet plane, which cannot read\nthe store itself.\n"
         case .metrics:
             text += metricsHelpText
         case .help:
@@ -223,6 +228,8 @@ extension CommandLine {
             return try message(name, data, netns: netns)
         case .metrics:
             return try metrics(&rest)
+        case .secret:
+            return try secret(&rest)
         case .list:
             let json = takeFlag(&rest, "--json")
             try noMore(rest, command)

@@ -156,6 +156,45 @@ check_match "[protocol] handleAppMessage still counts only the app's messages" '
 tg_run in_c "$MANAGER" stop
 check_rc "[protocol] and stops" 0
 
+# --- passwordReference: a secret in Tunnelgate's root-only store, read by the engine for the provider -----
+export TUNNELGATE_SECRETS=$TG_TMP/secrets
+secret="pw-$$-$RANDOM-s3cret"
+check_eq "[secret] tunnelgate secret add office (from standard input)" 0 "$(printf '%s\n' "$secret" | "$TG" secret add office >/dev/null 2>&1; echo $?)"
+check_eq "[secret] the store is root's alone: the directory 700, the file 600" "700 600" \
+  "$(stat -c %a "$TUNNELGATE_SECRETS") $(stat -c %a "$TUNNELGATE_SECRETS/office")"
+check_eq "[secret] list names it" office "$("$TG" secret list)"
+tg_run in_c "$MANAGER" start --provider "$PROVIDER" --server "$CARRIER4" --password-secret office -- --provider counting --name tg0
+check_rc "[secret] a manager whose passwordReference names it connects" 0
+check_no_match "[secret] the preferences file holds the reference, not the secret" "$(tg_re "$secret")" "$(cat "$state_dir/preferences.json")"
+check_match "[secret] ... the reference (tunnelgate-secret:office, base64)" "$(printf 'tunnelgate-secret:office' | base64)" "$(cat "$state_dir/preferences.json")"
+tg_run in_c "$MANAGER" message "password-is $secret"
+check_eq "[secret] the provider, in its plane, reads the secret its passwordReference names" \
+  "password of ${#secret} bytes: it matches" "$TG_OUT"
+tg_run in_c "$MANAGER" message "read $TUNNELGATE_SECRETS/office"
+check_eq "[secret] ... but cannot read the store itself (the plane's uid)" unreadable "$TG_OUT"
+plane_uid=$(tg_plane_uid "$NS_C" tg0)
+check "[secret] the provider runs in a packet plane of its own uid ($plane_uid)" test -n "$plane_uid"
+leaked=""
+for pid in $(ip netns pids "$NS_C"); do
+  for f in cmdline environ; do grep -qF -- "$secret" "/proc/$pid/$f" 2>/dev/null && leaked+=" $pid/$f"; done
+done
+check_eq "[secret] the secret is on no command line or in no environment of any process in C (engine and plane included)" "" "$leaked"
+check_eq "[secret] ... nor in the tunnel's log or state files" "" \
+  "$(grep -lF -- "$secret" "$state_dir"/tg0.* 2>/dev/null)"
+tg_run in_c "$MANAGER" stop
+check_rc "[secret] and stops" 0
+printf 'other\n' | "$TG" secret add office --replace >/dev/null
+tg_run in_c "$MANAGER" start --provider "$PROVIDER" --server "$CARRIER4" --password-secret office -- --provider counting --name tg0
+tg_run in_c "$MANAGER" message "password-is $secret"
+check_eq "[secret] a replaced secret is what the next start reads" "password of 5 bytes: it does not match" "$TG_OUT"
+tg_run in_c "$MANAGER" stop
+"$TG" secret remove office >/dev/null
+tg_run in_c "$MANAGER" start --provider "$PROVIDER" --server "$CARRIER4" --password-secret office -- --provider counting --name tg0
+tg_run in_c "$MANAGER" message "password-is $secret"
+check_match "[secret] a removed one is not found by the provider, as a missing keychain item" "^password: no secret named 'office'" "$TG_OUT"
+tg_run in_c "$MANAGER" stop
+unset TUNNELGATE_SECRETS
+
 # --- a provider executable others could change is not run (StrictModes) -------------------------------------
 cp "$PROVIDER" "$TG_TMP/provider-group"
 chmod 775 "$TG_TMP/provider-group"

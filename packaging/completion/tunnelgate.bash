@@ -6,10 +6,11 @@
 #   exec
 #                         /etc/wireguard/NAME.conf) and files
 #   down, status, message running tunnels (`tunnelgate status --json`, of --netns NS when given)
+#   secret                add, remove, list
 #   help                  subcommands
 # netns/tests/completion.sh checks the lists below against `tunnelgate help`.
 
-_tunnelgate_subcommands="validate plan up exec down status list message metrics help"
+_tunnelgate_subcommands="validate plan up exec down status list message secret metrics help"
 
 # _tunnelgate_options SUBCOMMAND: the options `tunnelgate help SUBCOMMAND` lists.
 _tunnelgate_options() {
@@ -21,6 +22,7 @@ _tunnelgate_options() {
   status) echo "--netns --json --watch" ;;
   list) echo "--json" ;;
   message) echo "--netns" ;;
+  secret) echo "--replace" ;;
   metrics) echo "--listen --allow-non-loopback --netns --all-namespaces" ;;
   esac
 }
@@ -100,6 +102,9 @@ _tunnelgate() {
     ;;
   down | status | message)
     mapfile -t COMPREPLY < <(compgen -W "$(_tunnelgate_running "$netns")" -- "$cur")
+    ;;
+  secret)
+    mapfile -t COMPREPLY < <(compgen -W "add remove list" -- "$cur")
     ;;
   help)
     mapfile -t COMPREPLY < <(compgen -W "$_tunnelgate_subcommands" -- "$cur")
