@@ -115,6 +115,35 @@ open class NEVPNConnection: @unchecked Sendable {
 
     // MARK: Start and stop
 
+    /// Where providers are registered under their bundle identifiers: a symbolic link (or the
+    /// executable itself) named after the identifier, made by the administrator
+    /// (`ln -s /usr/libexec/example-vpn/provider /etc/tunnelgate/providers/com.example.vpn.tunnel`).
+    /// `TUNNELGATE_PROVIDERS` names another directory (tests).
+    static var providerDirectory: String {
+        ProcessInfo.processInfo.environment["TUNNELGATE_PROVIDERS"] ?? "/etc/tunnelgate/providers"
+    }
+
+    /// The executable `providerBundleIdentifier` names: a path (with a '/') as it is; a bundle
+    /// identifier (letters, digits, '.', '-', '_', as iOS's) through its registration in
+    /// `providerDirectory`, which the TrustedFile walk then follows and checks like any path. A
+    /// container app's unchanged identifier thus starts the provider registered for it.
+    static func providerExecutable(_ identifier: String) throws(NEVPNError) -> String {
+        if identifier.contains("/") { return identifier }
+        let valid = identifier.utf8.count <= 255 && !identifier.hasPrefix(".") && identifier.utf8.allSatisfy {
+            ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2E || $0 == 0x2D || $0 == 0x5F
+        }
+        guard valid else {
+            throw NEVPNError(.configurationInvalid, "providerBundleIdentifier: '\(identifier)' is neither a path nor a bundle identifier "
+                             + "(letters, digits, '.', '-' and '_')")
+        }
+        let registration = providerDirectory + "/" + identifier
+        guard (try? FileSystem.status(registration)) != nil else {
+            throw NEVPNError(.configurationInvalid, "providerBundleIdentifier: no provider is registered as \(identifier) "
+                             + "(\(registration) is missing: link it to the provider host executable)")
+        }
+        return registration
+    }
+
     public func startVPNTunnel() throws {
         try startVPNTunnel(options: nil)
     }
@@ -136,9 +165,10 @@ open class NEVPNConnection: @unchecked Sendable {
             throw NEVPNError(.configurationInvalid, "the configuration is not saved (saveToPreferences first)")
         }
         guard configuration.isEnabled else { throw NEVPNError(.configurationDisabled, "the configuration is not enabled") }
-        guard let executable = configuration.executable, !executable.isEmpty else {
+        guard let identifier = configuration.executable, !identifier.isEmpty else {
             throw NEVPNError(.configurationInvalid, "providerBundleIdentifier: the path of the provider host executable is not set")
         }
+        let executable = try Self.providerExecutable(identifier)
         let program: TrustedFile
         do { program = try TrustedFile.open(executable) } catch {
             if case .notFound = error {

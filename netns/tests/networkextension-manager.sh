@@ -195,6 +195,28 @@ check_match "[secret] a removed one is not found by the provider, as a missing k
 tg_run in_c "$MANAGER" stop
 unset TUNNELGATE_SECRETS
 
+# --- providerBundleIdentifier as a bundle identifier: the provider registered under it --------------------
+export TUNNELGATE_PROVIDERS=$TG_TMP/providers
+mkdir -m 755 "$TUNNELGATE_PROVIDERS"
+ln -s "$PROVIDER" "$TUNNELGATE_PROVIDERS/com.example.counting.tunnel"
+tg_run in_c "$MANAGER" start --provider com.example.counting.tunnel --server "$CARRIER4" -- --provider counting --name tg0
+check_rc "[bundle id] a manager naming the provider by its bundle identifier connects ($TG_ERR)" 0
+tg_run in_c "$MANAGER" message protocol
+check_match "[bundle id] the provider sees its unchanged identifier" '^providerBundleIdentifier=com\.example\.counting\.tunnel$' "$TG_OUT"
+tg_run in_c "$MANAGER" stop
+check_rc "[bundle id] and stops" 0
+tg_run in_c "$MANAGER" start --provider com.example.unknown --server "$CARRIER4" -- --provider counting --name tg0
+check_rc "[bundle id] an identifier nobody registered fails" 1
+check_match "[bundle id] ... naming the registration it looked for" "no provider is registered as com\.example\.unknown \($(tg_re "$TUNNELGATE_PROVIDERS")/com\.example\.unknown is missing" "$TG_ERR"
+tg_run in_c "$MANAGER" start --provider "com example" --server "$CARRIER4" -- --provider counting --name tg0
+check_rc "[bundle id] an identifier with a space is refused" 1
+check_match "[bundle id] ... saying why" "neither a path nor a bundle identifier" "$TG_ERR"
+chmod 777 "$TUNNELGATE_PROVIDERS"
+tg_run in_c "$MANAGER" start --provider com.example.counting.tunnel --server "$CARRIER4" -- --provider counting --name tg0
+check_rc "[bundle id] a registration directory anyone may write is not trusted" 1
+check_match "[bundle id] ... and said so" "writable by" "$TG_ERR"
+unset TUNNELGATE_PROVIDERS
+
 # --- a provider executable others could change is not run (StrictModes) -------------------------------------
 cp "$PROVIDER" "$TG_TMP/provider-group"
 chmod 775 "$TG_TMP/provider-group"
