@@ -132,6 +132,11 @@ final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable 
             }
             return
         }
+        // "path": NEProvider.defaultPath as the host reports it (the carrier path).
+        if text == "path" {
+            completionHandler?(Data("defaultPath \(defaultPath.map { "\($0.status.rawValue) \($0)" } ?? "nil")".utf8))
+            return
+        }
         if text == "protocol" {
             completionHandler?(Data(describeProtocolConfiguration().utf8))
             return

@@ -20,6 +20,9 @@ open class NEPacketTunnelFlow: NSObject, @unchecked Sendable {
     /// Bumped on every bind/unbind, so a poll on an old descriptor never reads.
     private var generation = 0
     private var pending: [([Data], [NSNumber]) -> Void] = []
+    /// Of `pending`, the async reads' handlers by position: a continuation must be resumed once, so at
+    /// close these get an empty batch (a completion handler's read is simply never delivered, as on iOS).
+    private var asyncArmed: [Bool] = []
     private var reader: Thread?
     private var closed = false
     private let delivery = DispatchQueue(label: "NetworkExtension.NEPacketTunnelFlow.delivery")
@@ -42,8 +45,10 @@ open class NEPacketTunnelFlow: NSObject, @unchecked Sendable {
         }
     }
 
+    /// The async form; once the flow closes (the tunnel stops), a read still waiting returns an empty
+    /// batch instead of never returning (its continuation would leak).
     open func readPackets() async -> ([Data], [NSNumber]) {
-        await withCheckedContinuation { c in readPackets { c.resume(returning: ($0, $1)) } }
+        await withCheckedContinuation { c in arm({ c.resume(returning: ($0, $1)) }, async: true) }
     }
 
     open func readPacketObjects() async -> [NEPacket] {
@@ -51,9 +56,18 @@ open class NEPacketTunnelFlow: NSObject, @unchecked Sendable {
         return zip(packets, protocols).map { NEPacket(data: $0, protocolFamily: UInt16($1.intValue), direction: .outbound) }
     }
 
-    private func arm(_ handler: @escaping ([Data], [NSNumber]) -> Void) {
+    private func arm(_ handler: @escaping ([Data], [NSNumber]) -> Void, async: Bool = false) {
         condition.lock()
+        if closed {
+            condition.unlock()
+            if async {
+                let call = Unchecked(handler)
+                delivery.async { call.value([], []) }
+            }
+            return
+        }
         pending.append(handler)
+        asyncArmed.append(async)
         if reader == nil && !closed {
             let thread = Thread { [weak self] in self?.readLoop() }
             thread.name = "NEPacketTunnelFlow.reader"
@@ -97,6 +111,7 @@ open class NEPacketTunnelFlow: NSObject, @unchecked Sendable {
             }
             guard !packets.isEmpty else { condition.unlock(); continue }
             let handler = pending.removeFirst()
+            asyncArmed.removeFirst()
             condition.unlock()
             let call = Unchecked((handler, packets, protocols))
             delivery.async { call.value.0(call.value.1, call.value.2) }
@@ -167,14 +182,20 @@ open class NEPacketTunnelFlow: NSObject, @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Stops the reader thread; armed reads are never delivered.
+    /// Stops the reader thread; armed reads are never delivered, but async ones return an empty batch.
     func close() {
         condition.lock()
         closed = true
         descriptor = -1
         generation += 1
+        let waiting = zip(pending, asyncArmed).filter { $0.1 }.map(\.0)
         pending.removeAll()
+        asyncArmed.removeAll()
         condition.broadcast()
         condition.unlock()
+        for handler in waiting {
+            let call = Unchecked(handler)
+            delivery.async { call.value([], []) }
+        }
     }
 }

@@ -163,6 +163,9 @@ final class ProviderPlane: NEProviderSystem, @unchecked Sendable {
                         send(.reply(id: id, data: reply.map { Array($0) }, error: nil))
                     }
                 }
+            case .message(.path(let satisfied), _, let fds):
+                for fd in fds { fd.close() }
+                provider.tunnelgateState.setDefaultPath(NWPath(status: satisfied ? .satisfied : .unsatisfied))
             case .message(.stopTunnel(let code), _, let fds):
                 for fd in fds { fd.close() }
                 let done = DispatchSemaphore(value: 0)

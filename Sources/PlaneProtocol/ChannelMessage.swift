@@ -20,6 +20,9 @@ public enum EngineMessage: Codable, Sendable, Equatable {
     /// engine from the root-only store, in the message's tail in this order (the plane cannot read the
     /// store).
     case provider(handoff: JSONText?, secrets: [ProviderSecret])
+    /// A provider's plane: whether a carrier endpoint has a path now (the engine's carrier-path check),
+    /// for `NEProvider.defaultPath`; sent when the tunnel runs and at each change.
+    case path(satisfied: Bool)
     /// The answer to a provider's `apply` (setTunnelNetworkSettings): nil error is success; a success
     /// that made a new TUN carries its descriptor.
     case applied(id: UInt64, error: String?, code: Int?)

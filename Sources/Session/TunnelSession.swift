@@ -197,6 +197,8 @@ public final class TunnelSession {
     public private(set) var garbage = 0
     /// A provider's startTunnel has completed (later settings start the tunnel running at once).
     private var providerStarted = false
+    /// What the provider's plane was last told of the carrier path (defaultPath), nil before it was.
+    private var pathSent: Bool?
     /// An end the loop returns at its next turn (one reached while an app message waited).
     private var pendingEnd: End?
     /// The service manager (systemd's Type=notify), told of every status change, pinged by the loop's
@@ -304,6 +306,7 @@ public final class TunnelSession {
 
     private func spawnAndLoad() throws(SessionError) -> PlaneProcess {
         if let provider {
+            pathSent = nil  // a new plane is told the carrier path again
             let plane = try PlaneProcess.spawn(user: user, log: planeLog, arguments: provider.arguments, environment: provider.environment)
             do throws(SessionError) { try sendProvider(provider, to: plane) } catch {
                 plane.kill()
@@ -495,6 +498,11 @@ public final class TunnelSession {
                 if !carrier.isEmpty {
                     for line in carrier { log(line) }
                     if status != tunnel.record.status { tunnel.publish(status: status) }
+                }
+                // A provider's defaultPath follows the carrier path (NWPath .satisfied / .unsatisfied).
+                if provider != nil, !isFailedClosed, let plane, pathSent != !monitor.carrierPathGone {
+                    let satisfied = !monitor.carrierPathGone
+                    if (try? plane.send(.path(satisfied: satisfied))) != nil { pathSent = satisfied }
                 }
             }
             if ProcessControl.monotonicSeconds() >= nextPublish {

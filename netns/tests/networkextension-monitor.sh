@@ -83,13 +83,18 @@ wait_for "[b] the log has a line for each repair" 2 log_has_at_least 4 "repaired
 # --- (c) the carrier path: C's route toward $CARRIER4 deleted -----------------------------------------------
 gone_re="carrier path to $(tg_re "$CARRIER4") gone: no route"
 back_re="carrier path to $(tg_re "$CARRIER4") back via eth0"
+check_eq "[carrier] the provider's defaultPath is satisfied (status 1) while the carrier has a path" \
+  "defaultPath 1 satisfied" "$(message path)"
 ip -n "$NS_C" -4 route del default via "$R_C0_4" dev eth0
 wait_for "[carrier] status goes reasserting within 2 s" 2 status_is '.status == "reasserting"'
 wait_for "[carrier] the log says the path to $CARRIER4 went, and why" 2 log_has_at_least 1 "$gone_re"
 check_eq "[carrier] the provider's own reasserting is untouched" "reasserting false" "$(message reasserting)"
+path_is() { [ "$(message path)" = "$1" ]; }
+wait_for "[carrier] ... and its defaultPath is unsatisfied (status 2)" 2 path_is "defaultPath 2 unsatisfied"
 tg_c_default_route 4
 wait_for "[carrier] connected again within 2 s of the route's return" 2 status_is '.status == "connected"'
 wait_for "[carrier] the log says the path is back via eth0" 2 log_has_at_least 1 "$back_re"
+wait_for "[carrier] ... and defaultPath is satisfied again" 2 path_is "defaultPath 1 satisfied"
 
 # Combined: reasserting while the provider says so OR no carrier endpoint has a path. The host writes the
 # status before it logs a carrier line, and before the provider's `reasserting = x` returns, so each status
