@@ -141,7 +141,8 @@ podman | docker)
     docker=/usr/bin/docker
     [ -x "$docker" ] || die "$docker is missing (Debian package docker.io; Scripts/setup.sh installs it)"
     rootfs_tar "$work/rootfs.tar"
-    "$docker" import --change "ENTRYPOINT [\"$entrypoint\"]" --change 'STOPSIGNAL SIGTERM' --change "ENV $plane_env" \
+    # dockerd's import refuses STOPSIGNAL ("not a valid change command"); SIGTERM is its default anyway.
+    "$docker" import --change "ENTRYPOINT [\"$entrypoint\"]" --change "ENV $plane_env" \
       --change "LABEL org.opencontainers.image.version=$version" \
       --change "HEALTHCHECK --interval=$health_interval --timeout=$health_timeout --retries=$health_retries CMD [\"$healthcheck\"]" \
       "$work/rootfs.tar" "$tag"
