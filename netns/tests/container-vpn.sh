@@ -15,7 +15,8 @@
 #
 # Asserted: the image's entry point and health check are those the script sets, and it holds no Swift
 # toolchain; the container comes up with the tunnel's TUN and kill switch in its namespace and is
-# healthy (podman healthcheck run); the joined container reaches $INCLUDED4 only through the tunnel
+# healthy (podman healthcheck run); the plane's uid cannot read the mounted key or the engine's state
+# (its sandbox has no mount namespace there: file modes keep them); the joined container reaches $INCLUDED4 only through the tunnel
 # (the peer's RX grows; the leak counter on R stays 0 while the generator tries every way out); killing
 # the packet plane (the runtime) leaves the kill switch holding: the joined container is cut off, the
 # leak counter still 0, the health check unhealthy; `podman rm -f` of both leaves C as it was and no
@@ -152,6 +153,18 @@ check_eq "the container's process is the tunnel's engine (PID 1: tunnelgate up w
 tg_run tg_podman healthcheck run vpn
 check_rc "podman healthcheck run vpn: healthy (exit 0)" 0
 check_eq "... and podman inspect says so" healthy "$(tg_podman inspect -f '{{.State.Health.Status}}' vpn 2>&1)"
+
+# Without its mount namespace the plane sees the container's files; what keeps the engine's from it is
+# their modes (docs/operations.md, VPN container). Tried as the plane's uid, with root as the control.
+plane_uid=$(in_vpn /usr/sbin/tunnelgate status wg0 --json 2>/dev/null | jq -r '.planeUser // empty')
+as_plane() { tg_podman exec --user "${plane_uid:-65534}" vpn "$@"; }
+check "control: root in the container reads the mounted key and lists /run/tunnelgate" \
+  in_vpn sh -c 'cat /etc/tunnelgate/wg0.key >/dev/null && ls /run/tunnelgate >/dev/null'
+check "control: the plane's uid ($plane_uid) runs commands in the container and reads /etc/os-release" \
+  as_plane cat /etc/os-release
+check_fails "the plane's uid cannot read the mounted key" as_plane cat /etc/tunnelgate/wg0.key
+check_fails "... nor list the engine's state directory /run/tunnelgate" as_plane ls /run/tunnelgate
+check_fails "... nor write outside the world-writable directories (/etc)" as_plane touch /etc/tg-plane-probe
 
 # --- A container joined to it ---------------------------------------------------------------------------
 tg_leak_watch --carrier "$CARRIER4:51820/udp@$vpn4:52003"
