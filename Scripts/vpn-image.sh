@@ -67,6 +67,9 @@ deb=$(cd "$(dirname "$deb")" && pwd)/$(basename "$deb")
 [ "$(dpkg-deb -f "$deb" Package 2>/dev/null)" = tunnelgate ] || die "$deb is not a tunnelgate package"
 command -v mmdebstrap >/dev/null || die "mmdebstrap is not installed (Scripts/setup.sh installs it)"
 
+# Work directories, removed however the script ends (a failed mmdebstrap ends it under set -e).
+work_dirs=()
+trap 'rm -rf "${work_dirs[@]}"' EXIT
 cache=${TG_VPN_IMAGE_CACHE:-$root/.build/vpn-image/cache}
 mkdir -p "$cache"
 
@@ -75,8 +78,7 @@ mkdir -p "$cache"
 rootfs_tar() {
   local out=$1 work sources
   work=$(mktemp -d /tmp/tunnelgate-vpn-image.XXXXXX)
-  # shellcheck disable=SC2064 # the directory is known now
-  trap "rm -rf '$work'" RETURN
+  work_dirs+=("$work")
   mkdir -p "$work/downloads" "$work/deb"
   # apt (outside the root) hands the .deb's path to dpkg inside it: the package is put at the same
   # path inside the root for the installation, and removed from there afterwards.
@@ -119,7 +121,7 @@ podman | docker)
   [ ${#positional[@]} -le 1 ] || usage
   tag=${positional[0]:-$tag_default}
   work=$(mktemp -d /tmp/tunnelgate-vpn-image.XXXXXX)
-  trap 'rm -rf "$work"' EXIT
+  work_dirs+=("$work")
   version=$(dpkg-deb -f "$deb" Version)
   if [ "$cmd" = podman ]; then
     command -v podman >/dev/null || die "podman is not installed (Scripts/setup.sh installs it)"
