@@ -27,7 +27,7 @@ packages=(
   dpkg-dev        # dpkg-shlibdeps: the package's Depends from the libraries the binaries link
   groff-base      # groff: the man pages' test renders and lints them
   man-db          # lexgrog: the man pages' test checks that their NAME line can be indexed
-  mmdebstrap      # the package test installs the .deb into a clean Debian root it makes
+  mmdebstrap      # the package test installs the .deb into a clean Debian root it makes; Scripts/vpn-image.sh builds the VPN image from one
   systemd         # systemd-analyze verify of the units (systemd need not be running)
   systemd-container # systemd-nspawn: the unit test boots a Debian container to run the units under systemd
   zsh             # the completion test exercises the zsh completion too

@@ -49,9 +49,10 @@ if ! swift build 2>&1 | tee "$logs/build.log"; then
   fail_step "swift build (the scenarios that need the binary will fail too)"
 fi
 
-# The package test (netns/tests/package.sh) builds the release binary through Scripts/install.sh; built
-# here, before the scenarios, its minutes do not count against that scenario's timeout.
-if [ "$built" -eq 1 ] && { [ $# -eq 0 ] || printf '%s\n' "$@" | grep -q 'package\.sh$'; }; then
+# The package test (netns/tests/package.sh) and the VPN container's (container-vpn.sh, docker-vpn.sh)
+# build the release binary through Scripts/install.sh; built here, before the scenarios, its minutes do
+# not count against their timeouts.
+if [ "$built" -eq 1 ] && { [ $# -eq 0 ] || printf '%s\n' "$@" | grep -qE '(package|container-vpn|docker-vpn)\.sh$'; }; then
   section "build: Scripts/install.sh --build-only (the release binary for the package test)"
   bash Scripts/install.sh --build-only 2>&1 | tee "$logs/build-release.log" ||
     fail_step "Scripts/install.sh --build-only (the package test will fail too)"

@@ -82,70 +82,77 @@ static void plane_child(const struct CTunnelgateShims_plane_spawn *spec, int rep
     report = 4;
     if (syscall(SYS_close_range, 6, ~0U, 0) != 0) child_fail(report, 2);
 
-    // A mount namespace where everything is read-only and the engine's files are not there at all.
-    if (unshare(CLONE_NEWNS) != 0) child_fail(report, 3);
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) child_fail(report, 4);
-    // The test directory, named in this namespace (a bind mount's source must be one of its mounts)
-    // before anything covers it.
-    if (spec->test_directory && spec->test_directory_fd >= 0) {
-        int t = open(spec->test_directory, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (t < 0) child_fail(report, 17);
-        if (t != 6) {
-            if (dup3(t, 6, O_CLOEXEC) < 0) child_fail(report, 17);
-            close(t);
-        }
+    // A mount namespace where everything is read-only and the engine's files are not there at all
+    // (skipped only when the engine was told to do without one: a container without CAP_SYS_ADMIN).
+    if (!spec->mount_namespace && spec->test_directory && spec->test_directory_fd >= 0) {
+        errno = EINVAL;
+        child_fail(report, 17);
     }
-    for (const char *const *dir = spec->hidden; dir && *dir; dir++) {
-        struct stat st;
-        if (stat(*dir, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-        if (mount("tmpfs", *dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=16k") != 0) child_fail(report, 5);
-    }
-    struct mount_attr attr;
-    memset(&attr, 0, sizeof attr);
-    attr.attr_set = MOUNT_ATTR_RDONLY;
-    if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &attr, sizeof attr) != 0) child_fail(report, 6);
-    if (spec->writable) {
-        char options[64];
-        // Built without snprintf (not async-signal-safe): "mode=0700,size=16m,uid=U,gid=G".
-        char digits[2][12];
-        unsigned long ids[2] = { (unsigned long)spec->uid, (unsigned long)spec->gid };
-        for (int k = 0; k < 2; k++) {
-            char tmp[12]; int n = 0; unsigned long v = ids[k];
-            do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v && n < 11);
-            for (int j = 0; j < n; j++) digits[k][j] = tmp[n - 1 - j];
-            digits[k][n] = 0;
+    if (spec->mount_namespace) {
+        if (unshare(CLONE_NEWNS) != 0) child_fail(report, 3);
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) child_fail(report, 4);
+        // The test directory, named in this namespace (a bind mount's source must be one of its mounts)
+        // before anything covers it.
+        if (spec->test_directory && spec->test_directory_fd >= 0) {
+            int t = open(spec->test_directory, O_PATH | O_DIRECTORY | O_CLOEXEC);
+            if (t < 0) child_fail(report, 17);
+            if (t != 6) {
+                if (dup3(t, 6, O_CLOEXEC) < 0) child_fail(report, 17);
+                close(t);
+            }
         }
-        const char *parts[] = { "mode=0700,size=16m,uid=", digits[0], ",gid=", digits[1] };
-        size_t at = 0;
-        for (int k = 0; k < 4; k++) for (const char *c = parts[k]; *c && at + 1 < sizeof options; c++) options[at++] = *c;
-        options[at] = 0;
-        if (mount("tmpfs", spec->writable, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options) != 0) child_fail(report, 7);
-    }
-    if (spec->test_directory && spec->test_directory_fd >= 0) {
-        // The mount point is made in the writable tmpfs when it lies there (the usual /tmp/...).
-        char path[4096];
-        size_t n = 0;
-        for (const char *c = spec->test_directory; *c && n + 1 < sizeof path; c++) {
-            path[n++] = *c;
-            if (*c == '/' && n > 1) { path[n - 1] = 0; mkdir(path, 0755); path[n - 1] = '/'; }
+        for (const char *const *dir = spec->hidden; dir && *dir; dir++) {
+            struct stat st;
+            if (stat(*dir, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+            if (mount("tmpfs", *dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=16k") != 0) child_fail(report, 5);
         }
-        path[n] = 0;
-        mkdir(path, 0755);
-        char source[32];
-        const char *prefix = "/proc/self/fd/";
-        size_t k = 0;
-        for (const char *c = prefix; *c; c++) source[k++] = *c;
-        char digits[12]; int d = 0; int v = 6;  // the test directory is descriptor 6 by then
-        do { digits[d++] = (char)('0' + v % 10); v /= 10; } while (v);
-        while (d) source[k++] = digits[--d];
-        source[k] = 0;
-        if (mount(source, spec->test_directory, NULL, MS_BIND, NULL) != 0) child_fail(report, 17);
-        close(6);
-        // A bind of a read-only mount is read-only: this one is the plane's to write in.
-        struct mount_attr rw;
-        memset(&rw, 0, sizeof rw);
-        rw.attr_clr = MOUNT_ATTR_RDONLY;
-        if (syscall(SYS_mount_setattr, AT_FDCWD, spec->test_directory, 0, &rw, sizeof rw) != 0) child_fail(report, 17);
+        struct mount_attr attr;
+        memset(&attr, 0, sizeof attr);
+        attr.attr_set = MOUNT_ATTR_RDONLY;
+        if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &attr, sizeof attr) != 0) child_fail(report, 6);
+        if (spec->writable) {
+            char options[64];
+            // Built without snprintf (not async-signal-safe): "mode=0700,size=16m,uid=U,gid=G".
+            char digits[2][12];
+            unsigned long ids[2] = { (unsigned long)spec->uid, (unsigned long)spec->gid };
+            for (int k = 0; k < 2; k++) {
+                char tmp[12]; int n = 0; unsigned long v = ids[k];
+                do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v && n < 11);
+                for (int j = 0; j < n; j++) digits[k][j] = tmp[n - 1 - j];
+                digits[k][n] = 0;
+            }
+            const char *parts[] = { "mode=0700,size=16m,uid=", digits[0], ",gid=", digits[1] };
+            size_t at = 0;
+            for (int k = 0; k < 4; k++) for (const char *c = parts[k]; *c && at + 1 < sizeof options; c++) options[at++] = *c;
+            options[at] = 0;
+            if (mount("tmpfs", spec->writable, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options) != 0) child_fail(report, 7);
+        }
+        if (spec->test_directory && spec->test_directory_fd >= 0) {
+            // The mount point is made in the writable tmpfs when it lies there (the usual /tmp/...).
+            char path[4096];
+            size_t n = 0;
+            for (const char *c = spec->test_directory; *c && n + 1 < sizeof path; c++) {
+                path[n++] = *c;
+                if (*c == '/' && n > 1) { path[n - 1] = 0; mkdir(path, 0755); path[n - 1] = '/'; }
+            }
+            path[n] = 0;
+            mkdir(path, 0755);
+            char source[32];
+            const char *prefix = "/proc/self/fd/";
+            size_t k = 0;
+            for (const char *c = prefix; *c; c++) source[k++] = *c;
+            char digits[12]; int d = 0; int v = 6;  // the test directory is descriptor 6 by then
+            do { digits[d++] = (char)('0' + v % 10); v /= 10; } while (v);
+            while (d) source[k++] = digits[--d];
+            source[k] = 0;
+            if (mount(source, spec->test_directory, NULL, MS_BIND, NULL) != 0) child_fail(report, 17);
+            close(6);
+            // A bind of a read-only mount is read-only: this one is the plane's to write in.
+            struct mount_attr rw;
+            memset(&rw, 0, sizeof rw);
+            rw.attr_clr = MOUNT_ATTR_RDONLY;
+            if (syscall(SYS_mount_setattr, AT_FDCWD, spec->test_directory, 0, &rw, sizeof rw) != 0) child_fail(report, 17);
+        }
     }
 
     // The user, and no way back to privileges.

@@ -107,6 +107,9 @@ extension Engine {
                 }
                 continue
             }
+            // Already the old value (it was never changed): nothing to write, which also spares a
+            // read-only /proc/sys (a container's, where the value was set by the engine's caller).
+            if (try? readSysctl(path)) == old { continue }
             do { try writeSysctl(path, old) } catch { failures.append("restoring sysctl \(path)=\(old): \(error)") }
         }
         return failures

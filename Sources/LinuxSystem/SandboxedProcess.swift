@@ -29,6 +29,10 @@ public struct SandboxedProcess: Sendable {
         public var environment: [String] = []
         /// Tests only: a host directory bind-mounted read-write at the same path inside.
         public var testDirectory: String?
+        /// The read-only mount namespace with `hidden` and `writable` (CLONE_NEWNS needs CAP_SYS_ADMIN).
+        /// False only where the engine runs without it and was told to go on: the plane then sees the
+        /// file system as the engine does, limited by its uid's permissions.
+        public var mountNamespace = true
 
         public init(executable: FileDescriptor, channel: FileDescriptor, log: FileDescriptor?, uid: UInt32, gid: UInt32,
                     arguments: [String], hidden: [String], writable: String?) {
@@ -73,7 +77,7 @@ public struct SandboxedProcess: Sendable {
                         log_fd: spec.log?.rawValue ?? -1, uid: spec.uid, gid: spec.gid,
                         argv: argvBuffer.baseAddress, hidden: hiddenBuffer.baseAddress, writable: UnsafePointer(writable),
                         environment: environmentBuffer.baseAddress, test_directory_fd: testFD,
-                        test_directory: UnsafePointer(testPath))
+                        test_directory: UnsafePointer(testPath), mount_namespace: spec.mountNamespace ? 1 : 0)
                     return CTunnelgateShims_spawn_plane(&c, &pid, &step)
                 }
             }

@@ -26,6 +26,8 @@ public final class PlaneProcess {
     private var nextMessageID: UInt64 = 1
     /// The runtime's one-line summary, as the plane said it when it loaded it.
     public private(set) var runtimeSummary: String?
+    /// Whether the plane has its read-only mount namespace (TUNNELGATE_PLANE_MOUNT_NAMESPACE).
+    public private(set) var mountNamespace = true
 
     /// The directories a plane never sees: the engine's state, configurations and keys.
     public static let hidden = ["/run/tunnelgate", "/run/wireguard", "/etc/tunnelgate", "/etc/wireguard",
@@ -65,6 +67,7 @@ public final class PlaneProcess {
         let pair: (engine: SeqPacketChannel, plane: SeqPacketChannel)
         do { pair = try SeqPacketChannel.pair() } catch { throw SessionError("the packet plane's channel: \(error)") }
         defer { pair.plane.descriptor.close() }
+        let mounts = try mountNamespace()
         let process: SandboxedProcess
         do {
             var spec = SandboxedProcess.Spec(executable: exe, channel: pair.plane.descriptor, log: log,
@@ -72,12 +75,30 @@ public final class PlaneProcess {
                                              hidden: hidden, writable: writable)
             (spec.environment, spec.testDirectory) = testHooks()
             spec.environment += environment
+            spec.mountNamespace = mounts
             process = try SandboxedProcess.spawn(spec)
         } catch {
             pair.engine.descriptor.close()
             throw SessionError("\(error)")
         }
-        return PlaneProcess(process: process, channel: ChannelEndpoint(pair.engine))
+        let plane = PlaneProcess(process: process, channel: ChannelEndpoint(pair.engine))
+        plane.mountNamespace = mounts
+        return plane
+    }
+
+    /// The variable that lets a plane start without its mount namespace: `off` where the engine has no
+    /// CAP_SYS_ADMIN (a container given NET_ADMIN alone: the VPN image of Scripts/vpn-image.sh sets it).
+    /// Unset or `on`: the mount namespace, and `up` fails without CAP_SYS_ADMIN.
+    public static let mountNamespaceVariable = "TUNNELGATE_PLANE_MOUNT_NAMESPACE"
+
+    /// Whether the plane gets its read-only mount namespace (TUNNELGATE_PLANE_MOUNT_NAMESPACE).
+    public static func mountNamespace() throws(SessionError) -> Bool {
+        switch ProcessControl.environmentValue(mountNamespaceVariable) {
+        case nil, "on": return true
+        case "off": return false
+        case let other?:
+            throw SessionError("\(mountNamespaceVariable)=\(other): not on or off")
+        }
     }
 
     /// Test hooks, never set by Tunnelgate: TUNNELGATE_PLANE_PASS_ENVIRONMENT names variables of the

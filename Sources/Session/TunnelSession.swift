@@ -316,6 +316,10 @@ public final class TunnelSession {
         }
         guard let package else { throw SessionError("no package") }
         let plane = try PlaneProcess.spawn(user: user, log: planeLog)
+        if !plane.mountNamespace {
+            log("the packet plane runs without its mount namespace (\(PlaneProcess.mountNamespaceVariable)=off): it sees the "
+                + "file system as the engine does, limited by its uid's permissions, and the engine's files are not hidden")
+        }
         do throws(SessionError) {
             if let secrets = package.secrets {
                 var failure: SessionError?

@@ -32,6 +32,11 @@ struct CTunnelgateShims_plane_spawn {
     /// read-write at `test_directory` inside the plane, so test fixtures can leave files there.
     int test_directory_fd;
     const char *test_directory;
+    /// 1: the mount namespace above (hidden, writable, test_directory). 0: none (the engine lacks
+    /// CAP_SYS_ADMIN, in a container, and was told to go on without it): the plane sees the file system
+    /// as the engine does, limited by its own uid's permissions; hidden and writable are ignored and a
+    /// test directory is refused.
+    int mount_namespace;
 };
 
 /// Forks the packet plane: in the child, before the executable runs, a new mount namespace in which
