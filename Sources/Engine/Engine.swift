@@ -815,10 +815,11 @@ public final class ActiveTunnel {
     }
 
     /// Publishes who the packet plane is (nil pid: none runs now).
-    public func publish(planePID: Int32?, planeUser: UInt32?) {
+    public func publish(planePID: Int32?, planeUser: UInt32?, mountNamespace: Bool? = nil) {
         guard !stopped else { return }
         record.planePID = planePID
         record.planeUser = planeUser
+        record.planeMountNamespace = planePID == nil ? nil : mountNamespace
         try? record.write(to: gateway.state.statePath(plan.interfaceName))
     }
 

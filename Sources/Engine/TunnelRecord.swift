@@ -30,6 +30,9 @@ public struct TunnelRecord: Codable, Sendable, Equatable {
     /// The packet plane's pid and uid (the unprivileged process that runs the runtime), while it runs.
     public var planePID: Int32?
     public var planeUser: UInt32?
+    /// false when the plane runs without its read-only mount namespace (TUNNELGATE_PLANE_MOUNT_NAMESPACE
+    /// off, in a container without CAP_SYS_ADMIN); nil (older records) or true: with it.
+    public var planeMountNamespace: Bool?
     public var counters: PacketCounters?
 
     public func write(to path: String) throws(SystemCallError) {

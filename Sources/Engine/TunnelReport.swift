@@ -32,6 +32,8 @@ public struct TunnelReport: Codable, Sendable {
     /// The packet plane running the tunnel's runtime: its pid and (unprivileged) uid.
     public var planePID: Int32?
     public var planeUser: UInt32?
+    /// false when the plane runs without its read-only mount namespace (TunnelRecord).
+    public var planeMountNamespace: Bool?
     public var interface: String?
     public var interfaceIndex: Int32?
     public var mtu: UInt32?
@@ -201,6 +203,7 @@ extension Engine {
             report.carrierExemption = record?.carrierExemption
             report.planePID = record?.planePID
             report.planeUser = record?.planeUser
+            report.planeMountNamespace = record?.planeMountNamespace
             report.counters = record?.counters
             report.runtime = record?.runtimeStatus.flatMap { try? JSONParser.parse(Array($0.utf8)) }
             // An owner that holds a tunnel whose runtime failed (its kill switch in place) says why.

@@ -362,7 +362,7 @@ public final class TunnelSession {
             let ready = try startRuntime(plane, tunnel)
             lastRuntime = ready
             state = .running(plane, tunnel, since: ProcessControl.monotonicSeconds())
-            tunnel.publish(planePID: plane.process.pid, planeUser: user.uid)
+            tunnel.publish(planePID: plane.process.pid, planeUser: user.uid, mountNamespace: plane.mountNamespace)
             tunnel.publish(status: status, runtimeStatus: ready.json)
         } catch {
             plane.kill()
@@ -618,7 +618,7 @@ public final class TunnelSession {
                 throw error
             }
             state = .running(plane, tunnel, since: ProcessControl.monotonicSeconds())
-            tunnel.publish(planePID: plane.process.pid, planeUser: user.uid)
+            tunnel.publish(planePID: plane.process.pid, planeUser: user.uid, mountNamespace: plane.mountNamespace)
             restarts += 1
             restartsInRow = attempt
             log("packet plane restarted (attempt \(attempt)) after: \(reason)")
@@ -732,7 +732,7 @@ public final class TunnelSession {
                                        carrierIdentity: carrierIdentity)
             settings = wanted
             state = providerStarted ? .running(plane, tunnel, since: ProcessControl.monotonicSeconds()) : .applied(plane, tunnel)
-            tunnel.publish(planePID: plane.process.pid, planeUser: user.uid)
+            tunnel.publish(planePID: plane.process.pid, planeUser: user.uid, mountNamespace: plane.mountNamespace)
             tunnel.publish(status: status)
             do throws(SessionError) { try serve() } catch { log("\(error)") }
             return (nil, nil, tunnel.tun.descriptor)

@@ -460,7 +460,10 @@ extension CommandLine {
         if !r.addresses.isEmpty { lines.append("  addresses: \(r.addresses.joined(separator: ", "))") }
         if let dns = r.dns { lines.append("  dns: \(dns)") }
         if let carriers = r.carrierExemption { lines.append("  carrier exemption: \(carriers)") }
-        if let pid = r.planePID { lines.append("  packet plane: pid \(pid), uid \(r.planeUser.map(String.init) ?? "?") (unprivileged, sandboxed)") }
+        if let pid = r.planePID {
+            let sandbox = r.planeMountNamespace == false ? "unprivileged, sandboxed without its mount namespace" : "unprivileged, sandboxed"
+            lines.append("  packet plane: pid \(pid), uid \(r.planeUser.map(String.init) ?? "?") (\(sandbox))")
+        }
         if let t = r.table {
             lines.append("  routes (table \(t)): IPv4 \(r.ipv4Routes.included) included, \(r.ipv4Routes.excluded) excluded; "
                          + "IPv6 \(r.ipv6Routes.included) included, \(r.ipv6Routes.excluded) excluded; \(r.rules) rules")

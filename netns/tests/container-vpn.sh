@@ -150,6 +150,8 @@ check_match "the kill switch is in the container's namespace" 'table inet tunnel
   "$(nsenter --net="$vpn_ns" nft list tables 2>&1)"
 check_eq "the container's process is the tunnel's engine (PID 1: tunnelgate up wg0)" "/usr/sbin/tunnelgate up wg0" \
   "$(tr '\0' ' ' <"/proc/$vpn_pid/cmdline" 2>/dev/null | sed 's/ $//')"
+check_match "status says the plane runs without its mount namespace (not just 'sandboxed')" \
+  'packet plane: pid [0-9]+, uid [0-9]+ \(unprivileged, sandboxed without its mount namespace\)' "$(in_vpn /usr/sbin/tunnelgate status wg0 2>&1)"
 tg_run tg_podman healthcheck run vpn
 check_rc "podman healthcheck run vpn: healthy (exit 0)" 0
 check_eq "... and podman inspect says so" healthy "$(tg_podman inspect -f '{{.State.Health.Status}}' vpn 2>&1)"
