@@ -186,7 +186,7 @@ public final class WireGuardRuntime: HostedRuntime {
             uapi = handedOverUAPI.map { .handedOver($0) }
             handedOverUAPI = nil  // the device's now, whether or not it starts
         }
-        try device.start(tun: io, fwmark: slotMark, uapi: uapi, udpSegmentation: offloads)
+        try device.start(tun: io, fwmark: slotMark, uapi: uapi, udpSegmentation: offloads, receiveOffload: offloads)
         started = true
     }
 
