@@ -9,7 +9,8 @@ packages=(
   libmnl-dev      # netlink (rtnetlink) over libmnl
   libnftnl-dev    # nftables objects over libnftnl
   libseccomp-dev  # the packet plane's seccomp allow-list (CPlaneSeccomp)
-  libsodium-dev   # X25519 and ChaCha20-Poly1305 for the built-in WireGuard; the example runtime's AEAD
+  libsodium-dev   # X25519 and the handshake's AEADs for the built-in WireGuard; the example runtime's AEAD
+  libssl-dev      # libcrypto: the built-in WireGuard's transport ChaCha20-Poly1305 (CTransportAEAD)
   libsystemd-dev  # sd-bus: the D-Bus client of the systemd-resolved DNS backend
   dbus-daemon     # a private message bus for the D-Bus unit tests and the systemd-resolved scenario
   iproute2        # ip(8): tests and the demo observe kernel state with it

@@ -154,6 +154,7 @@ extension WireGuardDevice {
         let written = coalescesTunWrites ? coalescer.write(tunWrites, to: tun) : tun.write(tunWrites)
         counters.superPacketsWritten = coalescer.superPackets
         counters.coalescedSegments = coalescer.coalescedSegments
+        counters.refusedSuperPackets = coalescer.refusedSuperPackets
         counters.packetsReceived += UInt64(written.packets)
         counters.bytesReceived += UInt64(written.bytes)
         counters.tunWriteErrors += UInt64(tunWrites.count - written.packets)
