@@ -8,7 +8,10 @@
 # Asserted per peer: every file arrives with its hash; what C receives from a peer that sends UDP GSO
 # runs arrives merged (mergedReceives) and goes to C's TUN as super-packets (superPacketsWritten); no
 # TUN write fails; and the sending side's TCP saw no reordering (TcpExtTCPSACKReorder, TCPTSReorder,
-# TCPRenoReorder unchanged in its namespace: the coalescing keeps each flow's order).
+# TCPRenoReorder unchanged in its namespace: the coalescing keeps each flow's order). UDP from L reaches
+# C's TUN as GSO_UDP_L4 super-packets the TUN takes. Nothing stalls the data path: a wg(8) client
+# trickling its request costs no ping, and a flood of valid-MAC1 initiations from 16 addresses is
+# answered with cookies while a 16 MB transfer crosses whole.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 
@@ -166,6 +169,48 @@ check "UDP L→C: datagrams arrived (${received:-none})" test "${received:-0}" -
 check "... and went to C's TUN as UDP super-packets ($supers0 → $(c_status .superPacketsWritten))" \
   test "$(c_status .superPacketsWritten)" -gt "$supers0"
 check_eq "... which C's TUN took (none refused)" 0 "$(c_status .refusedSuperPackets)"
+
+# --- Nothing stalls the data path -------------------------------------------------------------------------
+# A wg(8) client that trickles its request (a byte every 0.4 s) holds C's API thread, not its packets.
+python3 - "/var/run/wireguard/$TGW.sock" >"$TG_TMP/trickle.out" 2>&1 <<'PY' &
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+for byte in b"get=1\n":
+    s.send(bytes([byte]))
+    time.sleep(0.4)
+s.send(b"\n")
+s.settimeout(10)
+answer = b""
+while not answer.endswith(b"\n\n"):
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    answer += chunk
+lines = [line for line in answer.decode().splitlines() if line]
+print(lines[-1] if lines else "nothing")
+PY
+trickle=$!
+pings=$(in_c ping -n -q -c 25 -i 0.1 -W 1 10.70.0.2 | awk '/packets transmitted/{print $4}')
+wait "$trickle"
+check_eq "while a wg(8) client trickles its request over 2.8 s, 25 pings through C all come back" 25 "${pings:-0}"
+check_eq "... and the slow client gets its answer in the end" "errno=0" "$(cat "$TG_TMP/trickle.out")"
+
+# A flood of initiations with valid MAC1 from 16 addresses on R: C answers with cookies (its handshake
+# thread), and a 16 MB transfer through the tunnel meanwhile arrives whole.
+r_if=$(in_r ip -o -4 addr show | awk -v a="$R_C0_4" '$4 ~ "^"a"/" {print $2}')
+sources=()
+for i in $(seq 100 115); do in_r ip addr add "10.231.0.$i/24" dev "$r_if"; sources+=("10.231.0.$i"); done
+cookies0=$(c_status .cookieRepliesSent)
+in_r timeout 30 python3 "$TG_ROOT/Scripts/handshake_flood.py" "$(cat "$TG_TMP/c.pub")" "$C_ETH0_4" 51821 8 \
+  "${sources[@]}" --rate 20000 >"$TG_TMP/flood.json" 2>&1 &
+flood=$!
+wait_for "the flood has begun (C counts cookie replies)" 5 \
+  bash -c "[ \"\$(ip netns exec $NS_C $TG message $TGW status | jq -r .cookieRepliesSent)\" -gt $cookies0 ]"
+transfer "under the flood, L→C" "$NS_L" "$NS_C" 10.70.0.1 "$TG_TMP/l.data" "$L_SUM"
+kill "$flood" 2>/dev/null; wait "$flood" 2>/dev/null
+check "... C answered the flood with cookie replies ($cookies0 → $(c_status .cookieRepliesSent))" \
+  test "$(c_status .cookieRepliesSent)" -gt "$cookies0"
 tg_run in_l "$TG" down "$WGL"
 
 check_eq "no TUN write in C failed" 0 "$(c_status .tunWriteErrors)"
