@@ -68,6 +68,17 @@ listening() { ip netns exec "$NS_I" ss -lntuH | grep -q "$(tg_re "$1") "; }
 wait_for "the TLS servers and the UDP echo server listen in I" 10 \
   bash -c "$(declare -f tg_re listening); NS_I=$NS_I; listening $CARRIER4:8443 && listening $CARRIER4:8444 && listening $CARRIER4:5300"
 
+# Connection attempts that arrive at the TLS server's port (SYNs, in I's input hook).
+ip netns exec "$NS_I" nft -f - <<EOT || tg_bail "nft: a SYN counter in I"
+table inet tgconn {
+  chain input {
+    type filter hook input priority 0; policy accept;
+    tcp dport 8443 tcp flags & (syn | ack) == syn counter
+  }
+}
+EOT
+syns() { ip netns exec "$NS_I" nft list chain inet tgconn input | sed -n 's/.*counter packets \([0-9]*\).*/\1/p'; }
+
 # --- The provider --------------------------------------------------------------------------------------------
 tg_plane_test_hooks TG_CONN_TLS TG_CONN_UDP TG_CONN_SERVER TG_CONN_LOG
 export TG_CONN_TLS="vpn.test:8443,wrong.test:8443,vpn.test:8444" TG_CONN_UDP="echo.test:5300" \
@@ -117,17 +128,25 @@ check_match "the UDP echo server saw the datagrams from C's address" "^$(tg_re "
 # --- Only the carrier identity got out ----------------------------------------------------------------------
 uid=$(tg_plane_uid "$NS_C" tgc)
 check_match "the provider's plane has a uid of its own (the carrier identity)" '^[0-9]+$' "$uid"
+plane_pid=$(pgrep -u "$uid" -f connections-provider-example | head -n 1)
+status_of() { awk -v k="$1:" '$1 == k { $1 = ""; print substr($0, 2) }' "/proc/$plane_pid/status" 2>&1; }
+check_eq "the connections were made in the provider's sandboxed plane (pid ${plane_pid:-none}): uid $uid, no capability, no_new_privs, a seccomp filter" \
+  "$uid $uid $uid $uid|0000000000000000|1|2" "$(status_of Uid)|$(status_of CapEff)|$(status_of NoNewPrivs)|$(status_of Seccomp)"
 tg_run ip netns exec "$NS_C" setpriv --reuid 65534 --regid 65534 --clear-groups -- python3 -c "
 import socket
 socket.create_connection(('$CARRIER4', 8443), timeout=2)"
 check_rc_nonzero "a process of another uid (65534) in C cannot connect to the same server (its SYN goes into the tunnel)"
-check_no_match "… and the TLS server never saw a connection it did not get from the provider (3 accepted: two verified, one refused)" \
-  "ACCEPT.*ACCEPT.*ACCEPT.*ACCEPT" "$(tr '\n' ' ' <"$TG_TMP/tls-a.log")"
+check_eq "… and no SYN of it reached the server: two connections arrived at 8443 (vpn.test and wrong.test, the provider's)" \
+  2 "$(syns)"
 check_lab_no_leaks "while up: only the plane's uid ($uid) reached the carriers; nothing else left C" \
   --carrier "$CARRIER4:8443/tcp" --carrier "$CARRIER4:8444/tcp" --carrier "$CARRIER4:5300/udp" \
   --carrier "$EXCLUDED4:53/udp" --uid "$uid"
-check "… and the plane's packets did leave (the lab counted packets of uid $uid at eth0)" \
-  bash -c "'$TG_LAB' leaks show --run '$TG_LAB_RUN' 2>/dev/null | grep -q 'by-uid.* $uid ' || '$TG_LAB' leaks show 2>/dev/null | grep -qE '(uid|by-uid)[^0-9]*$uid'"
+tg_lab leaks show >"$TG_TMP/leaks" 2>&1
+check_match "… and the plane's packets did leave C's eth0 to the TLS server, counted by uid $uid" \
+  "^by-uid tcp $(tg_re "$C_ETH0_4"):[0-9]+ -> $(tg_re "$CARRIER4"):8443 packets [1-9][0-9]* uid $uid " "$(cat "$TG_TMP/leaks")"
+check_match "… and its DNS queries to $EXCLUDED4:53" \
+  "^by-uid udp $(tg_re "$C_ETH0_4"):[0-9]+ -> $(tg_re "$EXCLUDED4"):53 packets [1-9][0-9]* uid $uid " "$(cat "$TG_TMP/leaks")"
+check_no_match "… and nothing of uid 65534 left C" "uid 65534 " "$(cat "$TG_TMP/leaks")"
 
 kill -TERM "$provider_pid"
 wait "$provider_pid"
