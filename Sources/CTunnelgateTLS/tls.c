@@ -56,6 +56,8 @@ CTunnelgateTLS_session *CTunnelgateTLS_client(int fd, const char *server_name, c
     s->ssl = SSL_new(s->context);
     if (!s->ssl) { describe("SSL_new", error, capacity); goto fail; }
     if (SSL_set_fd(s->ssl, fd) != 1) { describe("SSL_set_fd", error, capacity); goto fail; }
+    // A write retried after want_write may come from another address holding the same bytes.
+    SSL_set_mode(s->ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     if (is_address(server_name)) {
         // An address is checked against the certificate's IP address entries; SNI carries names only.
         X509_VERIFY_PARAM *param = SSL_get0_param(s->ssl);

@@ -274,9 +274,13 @@ final class TCPConnectionIO: @unchecked Sendable {
         }
         var socket: FileDescriptor?
         var problems: [String] = []
-        for address in addresses {
+        let ordered = Self.routedFirst(addresses)
+        for (i, address) in ordered.enumerated() {
             if isCancelled { break }
-            switch connect(address, wake: wake.read) {
+            // An address that is not the last gets 3 s: a path that drops (a kill switch without that
+            // family) must not hold the next address back for long.
+            let timeout: Int32 = i == ordered.count - 1 ? Self.connectTimeoutMilliseconds : 3_000
+            switch connect(address, wake: wake.read, timeout: timeout) {
             case .success(let s): socket = s
             case .failure(let e): problems.append(e.description)
             }
@@ -361,7 +365,19 @@ final class TCPConnectionIO: @unchecked Sendable {
         while let n = (try? wake.read(into: &buffer)) ?? nil, n > 0 {}
     }
 
-    private func connect(_ address: SocketAddress, wake: FileDescriptor) -> Result<FileDescriptor, SystemCallError> {
+    /// The addresses the kernel has a route for first (a UDP socket's connect: a route lookup, no
+    /// packet), the others after them, each group in the resolver's order.
+    static func routedFirst(_ addresses: [SocketAddress]) -> [SocketAddress] {
+        func routed(_ a: SocketAddress) -> Bool {
+            guard let probe = try? FileDescriptor.socket(family: a.family, type: .datagram, nonBlocking: true) else { return false }
+            defer { probe.close() }
+            return (try? probe.connect(to: a)) != nil
+        }
+        let marks = addresses.map(routed)
+        return zip(addresses, marks).filter { $0.1 }.map(\.0) + zip(addresses, marks).filter { !$0.1 }.map(\.0)
+    }
+
+    private func connect(_ address: SocketAddress, wake: FileDescriptor, timeout: Int32) -> Result<FileDescriptor, SystemCallError> {
         let socket: FileDescriptor
         do throws(SystemCallError) {
             socket = try FileDescriptor.socket(family: address.family, type: .stream, nonBlocking: true)
@@ -372,7 +388,7 @@ final class TCPConnectionIO: @unchecked Sendable {
             socket.close()
             return .failure(error)
         }
-        let deadline = ProcessControl.monotonicSeconds() + Double(Self.connectTimeoutMilliseconds) / 1000
+        let deadline = ProcessControl.monotonicSeconds() + Double(timeout) / 1000
         while !isCancelled {
             let left = Int32(max(0, (deadline - ProcessControl.monotonicSeconds()) * 1000))
             if left == 0 { break }

@@ -181,7 +181,7 @@ open class NWUDPSession: NSObject, TunnelgateObservable, @unchecked Sendable {
         } catch {
             return finish(.failed, ConnectionError.resolution(error.description))
         }
-        guard let remote = addresses.first(where: { localAddress == nil || $0.family == localAddress!.family }) else {
+        guard let remote = TCPConnectionIO.routedFirst(addresses).first(where: { localAddress == nil || $0.family == localAddress!.family }) else {
             return finish(.failed, ConnectionError.posix(.familyNotSupported, "\(endpoint): no address of the local endpoint's family"))
         }
         let socket: FileDescriptor
