@@ -5,7 +5,7 @@ import NetworkExtension
 // createUDPSession, their `state` watched with key-value observing, written as iOS code is (nothing
 // here is Linux-only but where the results go: TG_CONN_LOG, a file the test reads).
 //
-// TG_CONN_TLS: "HOST:PORT" servers to reach with TLS, comma-separated; each gets "hello tunnelgate\n"
+// TG_CONN_TLS: "HOST:PORT" ("[IPV6]:PORT") servers to reach with TLS, comma-separated; each gets "hello tunnelgate\n"
 // and its first line back is logged (the test's server answers it reversed). TG_CONN_UDP: "HOST:PORT"
 // of a UDP echo server, sent three datagrams at once. TG_CONN_SERVER: tunnelRemoteAddress.
 final class ConnectionsTunnelProvider: NEPacketTunnelProvider {
@@ -29,9 +29,12 @@ final class ConnectionsTunnelProvider: NEPacketTunnelProvider {
         }
     }
 
+    /// "HOST:PORT" or "[IPV6]:PORT".
     private func endpoint(_ text: String) -> NWHostEndpoint {
-        let parts = text.split(separator: ":", maxSplits: 1).map(String.init)
-        return NWHostEndpoint(hostname: parts[0], port: parts.count > 1 ? parts[1] : "")
+        guard let colon = text.lastIndex(of: ":") else { return NWHostEndpoint(hostname: text, port: "") }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return NWHostEndpoint(hostname: host, port: String(text[text.index(after: colon)...]))
     }
 
     override func startTunnel(options: [String: NSObject]?, completionHandler: @escaping (Error?) -> Void) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # networkextension-connections: a provider's own connections (Examples/connections-provider-example,
 # written as iOS code is) while its tunnel is up with includeAllNetworks (the kill switch) in C:
-# createTCPConnection with TLS to a server in I with its own CA (made here, per run, and C's trust
+# createTCPConnection with TLS to a server in I with its own CA (by name, and by IPv6 address) (made here, per run, and C's trust
 # store: /etc/netns/C/ssl, which `ip netns exec` binds over /etc/ssl), the server's name verified; a
 # wrong name and a server of another CA fail with the verification's error; createUDPSession to a UDP
 # echo server; `state` and `isViable` watched with addObserver/observeValue (.initial, .new, .old) and
@@ -11,10 +11,11 @@
 # carriers; a process of another uid in C cannot reach the same server.
 #
 #   C ── connections-provider-example ── tgc (10.8.0.2/24, default route, kill switch, DNS 10.8.0.53)
-#   │ eth0: only the plane's uid to $CARRIER4 (TLS 8443, 8444; UDP echo 5300) and $EXCLUDED4:53/udp
+#   │ eth0: only the plane's uid to $CARRIER4 (TLS 8443, 8444; UDP echo 5300), [$CARRIER6]:8443 and $EXCLUDED4:53/udp
 #   R
 #   │
 #   I  $CARRIER4: openssl s_server -rev :8443 (vpn.test, CA A), :8444 (vpn.test, CA B); UDP echo :5300
+#      $CARRIER6: openssl s_server -rev :8443 (the same certificate: IP:$CARRIER6 too)
 #      $EXCLUDED4: dnsmasq (vpn.test, wrong.test, echo.test → $CARRIER4)
 set -uo pipefail
 # shellcheck source=netns/lib.sh
@@ -31,7 +32,7 @@ for ca in a b; do
     -keyout "$pki/ca-$ca.key" -out "$pki/ca-$ca.pem" >/dev/null 2>&1 || tg_bail "openssl: CA $ca"
   openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=vpn.test" \
     -keyout "$pki/server-$ca.key" -out "$pki/server-$ca.csr" >/dev/null 2>&1 || tg_bail "openssl: server key $ca"
-  printf 'subjectAltName=DNS:vpn.test\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$pki/ext"
+  printf 'subjectAltName=DNS:vpn.test,IP:%s\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' "$CARRIER6" >"$pki/ext"
   openssl x509 -req -in "$pki/server-$ca.csr" -CA "$pki/ca-$ca.pem" -CAkey "$pki/ca-$ca.key" -CAcreateserial -days 1 \
     -extfile "$pki/ext" -out "$pki/server-$ca.pem" >/dev/null 2>&1 || tg_bail "openssl: server certificate $ca"
 done
@@ -48,10 +49,10 @@ check_eq "C's trust store is CA A (ip netns exec binds /etc/netns/C/ssl over /et
 # --- The servers in I ------------------------------------------------------------------------------------
 tg_dnsmasq "$NS_I" "$EXCLUDED4" --address=/vpn.test/"$CARRIER4" --address=/wrong.test/"$CARRIER4" \
   --address=/echo.test/"$CARRIER4" --log-queries --log-facility="$TG_TMP/dns.log"
-for ca in a b; do
-  port=$([ $ca = a ] && echo 8443 || echo 8444)
-  ip netns exec "$NS_I" openssl s_server -accept "$CARRIER4:$port" -cert "$pki/server-$ca.pem" -key "$pki/server-$ca.key" \
-    -rev -quiet >"$TG_TMP/tls-$ca.log" 2>&1 </dev/null &
+for server in "a $CARRIER4:8443" "b $CARRIER4:8444" "a [$CARRIER6]:8443"; do
+  read -r ca accept <<<"$server"
+  ip netns exec "$NS_I" openssl s_server -accept "$accept" -cert "$pki/server-$ca.pem" -key "$pki/server-$ca.key" \
+    -rev -quiet >>"$TG_TMP/tls-$ca.log" 2>&1 </dev/null &
   tg_defer kill $!
 done
 ip netns exec "$NS_I" python3 -c '
@@ -66,33 +67,45 @@ while True:
 tg_defer kill $!
 listening() { ip netns exec "$NS_I" ss -lntuH | grep -q "$(tg_re "$1") "; }
 wait_for "the TLS servers and the UDP echo server listen in I" 10 \
-  bash -c "$(declare -f tg_re listening); NS_I=$NS_I; listening $CARRIER4:8443 && listening $CARRIER4:8444 && listening $CARRIER4:5300"
+  bash -c "$(declare -f tg_re listening); NS_I=$NS_I; listening $CARRIER4:8443 && listening $CARRIER4:8444 && listening [$CARRIER6]:8443 && listening $CARRIER4:5300"
 
 # Connection attempts that arrive at the TLS server's port (SYNs, in I's input hook).
 ip netns exec "$NS_I" nft -f - <<EOT || tg_bail "nft: a SYN counter in I"
 table inet tgconn {
   chain input {
     type filter hook input priority 0; policy accept;
-    tcp dport 8443 tcp flags & (syn | ack) == syn counter
+    ip daddr $CARRIER4 tcp dport 8443 tcp flags & (syn | ack) == syn counter
   }
 }
 EOT
 syns() { ip netns exec "$NS_I" nft list chain inet tgconn input | sed -n 's/.*counter packets \([0-9]*\).*/\1/p'; }
 
+# The control: without the tunnel, uid 65534 in C reaches the server (so its failure below is the tunnel's).
+other_connects() {
+  ip netns exec "$NS_C" setpriv --reuid 65534 --regid 65534 --clear-groups -- /usr/bin/python3 -c "
+import socket
+socket.create_connection(('$CARRIER4', 8443), timeout=2).close()"
+}
+check "before the tunnel, a process of uid 65534 in C connects to $CARRIER4:8443" other_connects
+syns_before=$(syns)
+
 # --- The provider --------------------------------------------------------------------------------------------
 tg_plane_test_hooks TG_CONN_TLS TG_CONN_UDP TG_CONN_SERVER TG_CONN_LOG
-export TG_CONN_TLS="vpn.test:8443,wrong.test:8443,vpn.test:8444" TG_CONN_UDP="echo.test:5300" \
+export TG_CONN_TLS="vpn.test:8443,wrong.test:8443,vpn.test:8444,[$CARRIER6]:8443" TG_CONN_UDP="echo.test:5300" \
   TG_CONN_SERVER=$CARRIER4 TG_CONN_LOG=$TG_HOOKS/connections.log
 events=$TG_CONN_LOG
 tg_lab_leaks_reset
-ip netns exec "$NS_C" "$PROVIDER" --name tgc --include-all-networks --carrier "$EXCLUDED4:53/udp" >"$TG_TMP/provider.log" 2>&1 &
+ip netns exec "$NS_C" "$PROVIDER" --name tgc --include-all-networks --carrier "$EXCLUDED4:53/udp" --carrier "[$CARRIER6]:8443/tcp" >"$TG_TMP/provider.log" 2>&1 &
 provider_pid=$!
-tg_defer kill "$provider_pid"
+stop_provider() { kill "$provider_pid" 2>/dev/null || true; }
+tg_defer stop_provider
 tgc_connected() { grep -q '"status" *: *"connected"' "$(tg_state_dir "$NS_C")/tgc.state" 2>/dev/null; }
 wait_for "the provider's tunnel tgc is connected" 20 tgc_connected
 have() { grep -qxF -- "$1" "$events"; }
 wait_for "TLS to vpn.test:8443 (CA A): the reply to 'hello tunnelgate' (the server reverses the line)" 20 \
   have "tcp vpn.test:8443 reply etaglennut olleh"
+wait_for "TLS to the address literal [$CARRIER6]:8443 (a carrier; checked against the certificate's IP address entry) answers" 20 \
+  have "tcp [$CARRIER6]:8443 reply etaglennut olleh"
 wait_for "a wrong name (wrong.test, the certificate says vpn.test) fails with the verification's error" 20 \
   grep -qE '^tcp wrong\.test:8443 error NSOSStatusErrorDomain -9807: .*certificate verification failed: [Hh]ostname mismatch' "$events"
 wait_for "a server of another CA (vpn.test:8444, CA B) fails with the verification's error" 20 \
@@ -132,15 +145,12 @@ plane_pid=$(pgrep -u "$uid" -f connections-provider-example | head -n 1)
 status_of() { awk -v k="$1:" '$1 == k { $1 = ""; print substr($0, 2) }' "/proc/$plane_pid/status" 2>&1; }
 check_eq "the connections were made in the provider's sandboxed plane (pid ${plane_pid:-none}): uid $uid, no capability, no_new_privs, a seccomp filter" \
   "$uid $uid $uid $uid|0000000000000000|1|2" "$(status_of Uid)|$(status_of CapEff)|$(status_of NoNewPrivs)|$(status_of Seccomp)"
-tg_run ip netns exec "$NS_C" setpriv --reuid 65534 --regid 65534 --clear-groups -- python3 -c "
-import socket
-socket.create_connection(('$CARRIER4', 8443), timeout=2)"
-check_rc_nonzero "a process of another uid (65534) in C cannot connect to the same server (its SYN goes into the tunnel)"
-check_eq "… and no SYN of it reached the server: two connections arrived at 8443 (vpn.test and wrong.test, the provider's)" \
-  2 "$(syns)"
+check_fails "with the tunnel up, the same process cannot connect (its SYN goes into the tunnel)" other_connects
+check_eq "… and no SYN of it reached the server: two connections arrived at $CARRIER4:8443 (vpn.test and wrong.test, the provider's)" \
+  $((syns_before + 2)) "$(syns)"
 check_lab_no_leaks "while up: only the plane's uid ($uid) reached the carriers; nothing else left C" \
   --carrier "$CARRIER4:8443/tcp" --carrier "$CARRIER4:8444/tcp" --carrier "$CARRIER4:5300/udp" \
-  --carrier "$EXCLUDED4:53/udp" --uid "$uid"
+  --carrier "$EXCLUDED4:53/udp" --carrier "[$CARRIER6]:8443/tcp" --uid "$uid"
 tg_lab leaks show >"$TG_TMP/leaks" 2>&1
 check_match "… and the plane's packets did leave C's eth0 to the TLS server, counted by uid $uid" \
   "^by-uid tcp $(tg_re "$C_ETH0_4"):[0-9]+ -> $(tg_re "$CARRIER4"):8443 packets [1-9][0-9]* uid $uid " "$(cat "$TG_TMP/leaks")"
