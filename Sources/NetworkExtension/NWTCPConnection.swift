@@ -217,6 +217,7 @@ final class TCPConnectionIO: @unchecked Sendable {
 
     private func poke() {
         guard let wake else { return }
+        // EAGAIN: the pipe is full, so the thread is woken already.
         _ = try? wake.write.writeAll([1])
     }
 
@@ -350,12 +351,12 @@ final class TCPConnectionIO: @unchecked Sendable {
         for w in left.writes { deliver { w.handler(failure) } }
     }
 
-    /// Waits for `socket` to be `events` or the wake pipe readable; false on timeout or cancel.
-    private func wait(_ socket: FileDescriptor, _ events: PollSet.Events, wake: FileDescriptor, timeout: Int32) -> Bool {
+    /// Waits for `socket` to be `events` or the wake pipe readable; false on timeout or a wake-up.
+    private func wait(_ socket: FileDescriptor, _ events: PollSet.Events, wake: FileDescriptor, timeout: Int32) throws(SystemCallError) -> Bool {
         var set = PollSet()
         set.add(socket, events)
         set.add(wake, .readable)
-        let n = (try? set.wait(timeoutMilliseconds: timeout)) ?? 0
+        let n = try set.wait(timeoutMilliseconds: timeout)
         if set.events(at: 1).contains(.readable) { drain(wake) }
         return n > 0 && !set.events(at: 0).isEmpty
     }
@@ -392,7 +393,12 @@ final class TCPConnectionIO: @unchecked Sendable {
         while !isCancelled {
             let left = Int32(max(0, (deadline - ProcessControl.monotonicSeconds()) * 1000))
             if left == 0 { break }
-            if wait(socket, .writable, wake: wake, timeout: left) {
+            let ready: Bool
+            do throws(SystemCallError) { ready = try wait(socket, .writable, wake: wake, timeout: left) } catch {
+                socket.close()
+                return .failure(error)
+            }
+            if ready {
                 do throws(SystemCallError) {
                     if let e = try socket.pendingError() {
                         socket.close()
@@ -429,7 +435,12 @@ final class TCPConnectionIO: @unchecked Sendable {
                 CTunnelgateTLS_free(session)
                 return .failure(ConnectionError.tls(rc == CTunnelgateTLS_failed ? Self.text(error) : "TLS handshake with \(endpoint): no answer within 10 s"))
             }
-            _ = wait(socket, rc == CTunnelgateTLS_want_write ? .writable : .readable, wake: wake, timeout: left)
+            do throws(SystemCallError) {
+                _ = try wait(socket, rc == CTunnelgateTLS_want_write ? .writable : .readable, wake: wake, timeout: left)
+            } catch {
+                CTunnelgateTLS_free(session)
+                return .failure(ConnectionError.posix(error))
+            }
         }
     }
 
@@ -472,6 +483,8 @@ final class TCPConnectionIO: @unchecked Sendable {
                     continue
                 }
             } else if now.writeClose && !closedWriting {
+                // close_notify is sent when the socket takes it; a peer that reset the connection is
+                // seen by the next read, so neither result changes what happens here.
                 if let session { _ = CTunnelgateTLS_shutdown(session) }
                 _ = try? socket.shutdownWriting()
                 closedWriting = true
@@ -516,7 +529,9 @@ final class TCPConnectionIO: @unchecked Sendable {
             var set = PollSet()
             set.add(wake, .readable)
             if !atEnd { set.add(socket, events) }
-            _ = try? set.wait(timeoutMilliseconds: -1)
+            do throws(SystemCallError) { _ = try set.wait(timeoutMilliseconds: -1) } catch {
+                return (.disconnected, ConnectionError.posix(error))
+            }
             if set.events(at: 0).contains(.readable) { drain(wake) }
             if !atEnd {
                 let happened = set.events(at: 1)

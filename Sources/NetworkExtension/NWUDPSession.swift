@@ -153,6 +153,7 @@ open class NWUDPSession: NSObject, TunnelgateObservable, @unchecked Sendable {
 
     private func poke() {
         guard let wake else { return }
+        // EAGAIN: the pipe is full, so the thread is woken already.
         _ = try? wake.write.writeAll([1])
     }
 
@@ -244,7 +245,14 @@ open class NWUDPSession: NSObject, TunnelgateObservable, @unchecked Sendable {
             if now.reader != nil { events.insert(.readable) }
             if blocked { events.insert(.writable) }
             set.add(socket, events)
-            _ = try? set.wait(timeoutMilliseconds: -1)
+            do throws(SystemCallError) { _ = try set.wait(timeoutMilliseconds: -1) } catch {
+                return finish(.failed, ConnectionError.posix(error))
+            }
+            if set.events(at: 1).contains(.error) && now.reader == nil {
+                // An ICMP error for an earlier datagram (ECONNREFUSED) while nobody reads: SO_ERROR
+                // reads and clears it, or poll would report it again at once. It is no failure.
+                _ = try? socket.pendingError()
+            }
             if set.events(at: 0).contains(.readable) {
                 var drain = [UInt8](repeating: 0, count: 64)
                 while let n = (try? wake.read.read(into: &drain)) ?? nil, n > 0 {}

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import LinuxSystem
 @testable import NetworkExtension
 import Synchronization
@@ -326,5 +327,32 @@ final class ProviderConnectionsTests: XCTestCase {
         waitUntil("cancelled") { session.state == .cancelled }
         XCTAssertEqual(states.withLock { $0 }, [.preparing, .ready, .cancelled])
         observation.invalidate()
+    }
+
+    /// CPU seconds this process used so far (CLOCK_PROCESS_CPUTIME_ID).
+    private func cpuSeconds() -> Double {
+        var t = timespec()
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t)
+        return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
+    }
+
+    func testUDPSessionToAClosedPortDoesNotSpin() throws {
+        // A port nobody is bound to: each datagram earns an ICMP port unreachable, which the socket
+        // holds as a pending error (POLLERR) while no read handler is set.
+        let probe = try FileDescriptor.socket(family: SocketAddress.ipv4([127, 0, 0, 1], port: 0).family, type: .datagram, nonBlocking: true)
+        try probe.bind(to: .ipv4([127, 0, 0, 1], port: 0))
+        let port = try XCTUnwrap(probe.localAddress()?.port)
+        probe.close()
+        let session = NEPacketTunnelProvider().createUDPSession(to: NWHostEndpoint(hostname: "127.0.0.1", port: "\(port)"), from: nil)
+        let written = Mutex<Int>(0)
+        for _ in 0..<3 { session.writeDatagram(Data([1])) { _ in written.withLock { $0 += 1 } } }
+        waitUntil("three writes") { written.withLock { $0 } == 3 }
+        let before = cpuSeconds()
+        ProcessControl.sleep(seconds: 0.3)
+        let used = cpuSeconds() - before
+        XCTAssertLessThan(used, 0.1, "the session's thread sleeps while the pending error is there (used \(used) s of CPU in 0.3 s)")
+        XCTAssertEqual(session.state, .ready, "an ICMP error is no failure")
+        session.cancel()
+        waitUntil("cancelled") { session.state == .cancelled }
     }
 }
