@@ -521,8 +521,8 @@ final class TCPConnectionIO: @unchecked Sendable {
                 default: inbound += buffer[0..<n]; continue
                 }
             }
-            // The stream ended and nothing is asked of it: the connection is over.
-            if atEnd && now.reads.isEmpty && now.writes.isEmpty { return (.disconnected, nil) }
+            // The stream ended, what it brought was read, and nothing is asked: the connection is over.
+            if atEnd && inbound.isEmpty && now.reads.isEmpty && now.writes.isEmpty { return (.disconnected, nil) }
             var events: PollSet.Events = []
             if wantRead { events.insert(.readable) }
             if wantWrite { events.insert(.writable) }

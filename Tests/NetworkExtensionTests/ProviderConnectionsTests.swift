@@ -355,4 +355,74 @@ final class ProviderConnectionsTests: XCTestCase {
         session.cancel()
         waitUntil("cancelled") { session.state == .cancelled }
     }
+
+    func testPeerCloseWhileNobodyReads() throws {
+        let listener = try FileDescriptor.listenTCP(at: .ipv4([127, 0, 0, 1], port: 0))
+        defer { listener.close() }
+        let port = try XCTUnwrap(listener.localAddress()?.port)
+        let connection = NEPacketTunnelProvider().createTCPConnection(to: NWHostEndpoint(hostname: "127.0.0.1", port: "\(port)"),
+                                                                       enableTLS: false, tlsParameters: nil, delegate: nil)
+        var server: FileDescriptor?
+        waitUntil("accepted") { server = try? listener.accept(); return server != nil }
+        waitUntil("connected") { connection.state == .connected }
+        // The server says goodbye and closes, fully (the client closes its end too: then the socket hangs up).
+        try XCTUnwrap(server).writeAll(Array("bye".utf8))
+        server?.close()
+        connection.writeClose()
+        let before = cpuSeconds()
+        ProcessControl.sleep(seconds: 0.3)
+        XCTAssertLessThan(cpuSeconds() - before, 0.1, "no spinning on the hung-up socket")
+        let reads = Mutex<[String]>([])
+        connection.readMinimumLength(1, maximumLength: 10) { d, e in reads.withLock { $0.append(d.map { String(decoding: $0, as: UTF8.self) } ?? "nil \(e == nil ? "no error" : "error")") } }
+        connection.readLength(1) { d, e in reads.withLock { $0.append(d.map { String(decoding: $0, as: UTF8.self) } ?? "nil \(e == nil ? "no error" : "error")") } }
+        waitUntil("both reads") { reads.withLock { $0.count } == 2 }
+        XCTAssertEqual(reads.withLock { $0 }, ["bye", "nil no error"], "what the peer sent before closing, then the end")
+        waitUntil("disconnected") { connection.state == .disconnected }
+        XCTAssertNil(connection.error, "a clean close is no error")
+    }
+
+    func testCarrierResolverQueriesARealServer() throws {
+        // A DNS server on loopback: vpn.test has an A record; AAAA and other names are NXDOMAIN.
+        let server = try FileDescriptor.socket(family: SocketAddress.ipv4([127, 0, 0, 1], port: 0).family, type: .datagram, nonBlocking: true)
+        defer { server.close() }
+        try server.bind(to: .ipv4([127, 0, 0, 1], port: 0))
+        let address = try XCTUnwrap(server.localAddress())
+        let stop = Atomic<Bool>(false)
+        let asked = Mutex<[String]>([])
+        let thread = try SystemThread.spawn {
+            var buffer = [UInt8](repeating: 0, count: 512)
+            while !stop.load(ordering: .relaxed) {
+                guard let (n, from) = try? buffer.withUnsafeMutableBytes({ b in try server.receive(into: b) }), let from else {
+                    ProcessControl.sleep(seconds: 0.005)
+                    continue
+                }
+                var q = Array(buffer[0..<n])
+                let end = DNSMessage.skipName(q, from: 12)! + 4
+                q = Array(q[0..<end])
+                let type = UInt16(q[end - 4]) << 8 | UInt16(q[end - 3])
+                let name = String(decoding: q[13..<(end - 5)].map { $0 < 32 ? UInt8(ascii: ".") : $0 }, as: UTF8.self)
+                asked.withLock { $0.append("\(name) \(type)") }
+                q[2] = 0x81
+                if name == "vpn.test" && type == DNSMessage.a {
+                    q[3] = 0x80
+                    q[7] = 1
+                    q += [0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 198, 18, 0, 10]
+                } else {
+                    q[3] = 0x83
+                }
+                _ = try? q.withUnsafeBytes { b in try server.send(b, to: from) }
+            }
+        }
+        defer { stop.store(true, ordering: .relaxed); thread.join() }
+        XCTAssertEqual(try CarrierResolver.query("vpn.test", server: address, timeoutMilliseconds: 2000), [.ipv4([198, 18, 0, 10], port: 0)])
+        XCTAssertEqual(try CarrierResolver.query("nothing.test", server: address, timeoutMilliseconds: 2000), [], "NXDOMAIN for both: no address")
+        XCTAssertEqual(Set(asked.withLock { $0 }), ["vpn.test 1", "vpn.test 28", "nothing.test 1", "nothing.test 28"])
+        // A server that does not answer: the timeout, named.
+        let silent = try FileDescriptor.socket(family: address.family, type: .datagram, nonBlocking: true)
+        defer { silent.close() }
+        try silent.bind(to: .ipv4([127, 0, 0, 1], port: 0))
+        XCTAssertThrowsError(try CarrierResolver.query("vpn.test", server: try XCTUnwrap(silent.localAddress()), timeoutMilliseconds: 200)) {
+            XCTAssertEqual(($0 as? CarrierResolver.Failure)?.description, "no answer within 200 ms")
+        }
+    }
 }
