@@ -256,7 +256,9 @@ final class ProviderConnectionsTests: XCTestCase {
         XCTAssertEqual(last.withLock { $0 }?.code, Int(Errno.canceled.rawValue))
         XCTAssertFalse(connection.isViable)
         waitUntil("the observer heard cancelled") { log.states.withLock { $0.last } == 5 }
-        XCTAssertEqual(log.states.withLock { $0 }, [1, 3, 5], "initial connecting, connected, cancelled: in order")
+        // A loopback connection may be connected before addObserver returns; then .initial says so.
+        XCTAssertTrue([[1, 3, 5], [3, 5]].contains(log.states.withLock { $0 }),
+                      "initial connecting, connected, cancelled, in order, each once: \(log.states.withLock { $0 })")
     }
 
     func testTCPConnectionRefusedAndBadEndpoint() throws {

@@ -114,12 +114,23 @@ wait_for "UDP: the three datagrams come back from the echo server" 20 \
   bash -c "grep -qxF 'udp echo one' '$events' && grep -qxF 'udp echo two' '$events' && grep -qxF 'udp echo three' '$events'"
 
 # KVO: the order of what the observers heard.
-check_eq "state observed with .initial/.new/.old: initial connecting, then connected (1→3) with isViable true before it, then disconnected (3→4) with isViable false before it" \
-  "tcp vpn.test:8443 state initial->1
+# A connection that is connected before the provider's addObserver calls return is reported so by
+# .initial (iOS's connections race their observers the same way); each form is whole and ordered.
+heard=$(grep -E '^tcp vpn\.test:8443 (state|isViable)' "$events")
+full="tcp vpn.test:8443 state initial->1
 tcp vpn.test:8443 isViable true
 tcp vpn.test:8443 state 1->3
 tcp vpn.test:8443 isViable false
-tcp vpn.test:8443 state 3->4" "$(grep -E '^tcp vpn\.test:8443 (state|isViable)' "$events")"
+tcp vpn.test:8443 state 3->4"
+late="tcp vpn.test:8443 isViable true
+tcp vpn.test:8443 state initial->3
+tcp vpn.test:8443 isViable false
+tcp vpn.test:8443 state 3->4"
+later="tcp vpn.test:8443 state initial->3
+tcp vpn.test:8443 isViable false
+tcp vpn.test:8443 state 3->4"
+check "state observed with .initial/.new/.old: initial connecting, then connected (1→3) with isViable true before it, then disconnected (3→4) with isViable false before it (or connected already at .initial)" \
+  bash -c "[ \"\$1\" = \"\$2\" ] || [ \"\$1\" = \"\$3\" ] || [ \"\$1\" = \"\$4\" ] || { printf 'heard:\n%s\n' \"\$1\"; false; }" _ "$heard" "$full" "$late" "$later"
 check_eq "a failed connection goes connecting→disconnected (1→4) and never connected" \
   "tcp wrong.test:8443 state initial->1
 tcp wrong.test:8443 state 1->4" "$(grep -E '^tcp wrong\.test:8443 (state|isViable)' "$events")"
