@@ -102,7 +102,7 @@ open class NWTCPConnection: NSObject, TunnelgateObservable, @unchecked Sendable 
         case \NWTCPConnection.state: key = "state"
         case \NWTCPConnection.isViable: key = "isViable"
         case \NWTCPConnection.hasBetterPath: key = "hasBetterPath"
-        default: preconditionFailure("observe(_:): only \\.state, \\.isViable and \\.hasBetterPath are observable")
+        default: key = "\(keyPath)"  // not observable: registered, never notified (KeyValueObservers.add)
         }
         return observe(key: key, options: options, read: { boxed in
             guard let n = boxed as? NSNumber else { return nil }

@@ -118,7 +118,7 @@ open class NWUDPSession: NSObject, TunnelgateObservable, @unchecked Sendable {
         case \NWUDPSession.state: key = "state"
         case \NWUDPSession.isViable: key = "isViable"
         case \NWUDPSession.hasBetterPath: key = "hasBetterPath"
-        default: preconditionFailure("observe(_:): only \\.state, \\.isViable and \\.hasBetterPath are observable")
+        default: key = "\(keyPath)"  // not observable: registered, never notified (KeyValueObservers.add)
         }
         return observe(key: key, options: options, read: { boxed in
             guard let n = boxed as? NSNumber else { return nil }

@@ -117,6 +117,12 @@ final class ProviderConnectionsTests: XCTestCase {
         XCTAssertEqual(heard.take(), ["b state kind 1 old 3 new - prior ctx nil", "b state kind 1 old 3 new 4 ctx nil"])
         XCTAssertTrue(registry.isObserved("state"))
 
+        // A key these objects do not notify: accepted, and silent (no .initial either).
+        _ = heard.take()
+        registry.add(a, keyPath: "endpoint", options: [.initial, .new], context: nil, of: subject) { NSNumber(value: 0) }
+        registry.change("state", of: subject, old: NSNumber(value: 4), new: NSNumber(value: 5))
+        XCTAssertEqual(heard.take(), ["b state kind 1 old 4 new - prior ctx nil", "b state kind 1 old 4 new 5 ctx nil"])
+
         // An observer that went away is not called (iOS does not retain observers).
         var gone: Recorder? = Recorder("gone", into: heard)
         registry.add(gone!, keyPath: "isViable", options: [.new], context: nil, of: subject) { NSNumber(value: true) }
