@@ -63,6 +63,8 @@ CTunnelgateTLS_session *CTunnelgateTLS_client(int fd, const char *server_name, c
         X509_VERIFY_PARAM *param = SSL_get0_param(s->ssl);
         if (X509_VERIFY_PARAM_set1_ip_asc(param, server_name) != 1) { describe("the server's address", error, capacity); goto fail; }
     } else {
+        // A wildcard stands for a whole left-most label only (*.example.com, never vpn*.example.com).
+        SSL_set_hostflags(s->ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
         if (SSL_set1_host(s->ssl, server_name) != 1) { describe("the server's name", error, capacity); goto fail; }
         if (SSL_set_tlsext_host_name(s->ssl, server_name) != 1) { describe("SNI", error, capacity); goto fail; }
     }
