@@ -8,7 +8,8 @@
 # observe(\.state). Host names are resolved with C's resolv.conf as it was when the provider started
 # (dnsmasq at $EXCLUDED4, a carrier for port 53/udp), not the tunnel's DNS (10.8.0.53, which the engine
 # writes into that resolv.conf). Leaks: while up, what left C's eth0 was only the plane's uid to the
-# carriers; a process of another uid in C cannot reach the same server.
+# carriers; a process of another uid in C cannot reach the same server; a provider connection to an
+# address that is no carrier goes into the tunnel (differs from iOS: docs/networkextension.md).
 #
 #   C ── connections-provider-example ── tgc (10.8.0.2/24, default route, kill switch, DNS 10.8.0.53)
 #   │ eth0: only the plane's uid to $CARRIER4 (TLS 8443, 8444; UDP echo 5300), [$CARRIER6]:8443 and $EXCLUDED4:53/udp
@@ -91,7 +92,7 @@ syns_before=$(syns)
 
 # --- The provider --------------------------------------------------------------------------------------------
 tg_plane_test_hooks TG_CONN_TLS TG_CONN_UDP TG_CONN_SERVER TG_CONN_LOG
-export TG_CONN_TLS="vpn.test:8443,wrong.test:8443,vpn.test:8444,[$CARRIER6]:8443" TG_CONN_UDP="echo.test:5300" \
+export TG_CONN_TLS="vpn.test:8443,wrong.test:8443,vpn.test:8444,[$CARRIER6]:8443,$INCLUDED4:8443" TG_CONN_UDP="echo.test:5300" \
   TG_CONN_SERVER=$CARRIER4 TG_CONN_LOG=$TG_HOOKS/connections.log
 events=$TG_CONN_LOG
 tg_lab_leaks_reset
@@ -110,6 +111,8 @@ wait_for "a wrong name (wrong.test, the certificate says vpn.test) fails with th
   grep -qE '^tcp wrong\.test:8443 error NSOSStatusErrorDomain -9807: .*certificate verification failed: [Hh]ostname mismatch' "$events"
 wait_for "a server of another CA (vpn.test:8444, CA B) fails with the verification's error" 20 \
   grep -qE '^tcp vpn\.test:8444 error NSOSStatusErrorDomain -9807: .*certificate verification failed: unable to get local issuer certificate' "$events"
+wait_for "a connection to $INCLUDED4, not a carrier, goes into the tunnel like everyone's (the provider forwards nothing): it times out" 25 \
+  grep -qE "^tcp $(tg_re "$INCLUDED4"):8443 error NSPOSIXErrorDomain [0-9]+: .*connect\($(tg_re "$INCLUDED4"):8443\) failed: Connection timed out" "$events"
 wait_for "UDP: the three datagrams come back from the echo server" 20 \
   bash -c "grep -qxF 'udp echo one' '$events' && grep -qxF 'udp echo two' '$events' && grep -qxF 'udp echo three' '$events'"
 
@@ -159,6 +162,7 @@ check_eq "the connections were made in the provider's sandboxed plane (pid ${pla
 check_fails "with the tunnel up, the same process cannot connect (its SYN goes into the tunnel)" other_connects
 check_eq "… and no SYN of it reached the server: two connections arrived at $CARRIER4:8443 (vpn.test and wrong.test, the provider's)" \
   $((syns_before + 2)) "$(syns)"
+check_lab_not_reached "… none of its packets to $INCLUDED4 left C" "$INCLUDED4"
 check_lab_no_leaks "while up: only the plane's uid ($uid) reached the carriers; nothing else left C" \
   --carrier "$CARRIER4:8443/tcp" --carrier "$CARRIER4:8444/tcp" --carrier "$CARRIER4:5300/udp" \
   --carrier "$EXCLUDED4:53/udp" --carrier "[$CARRIER6]:8443/tcp" --uid "$uid"
