@@ -4,11 +4,12 @@ import LinuxSystem
 import Synchronization
 
 /// NWTCPConnection: a provider's own TCP connection (`createTCPConnection(to:enableTLS:tlsParameters:delegate:)`),
-/// outside the tunnel as on iOS: its socket is the packet plane's, so it carries the tunnel's carrier
-/// identity (docs/networkextension.md, The provider's own connections).
+/// outside the tunnel to the tunnel's carrier endpoints: its socket is the packet plane's, so it carries
+/// the tunnel's carrier identity (docs/networkextension.md, The provider's own connections).
 ///
 /// The connection starts when it is made: the host name is resolved by the carrier resolver
-/// (CarrierResolver), each address is tried in turn (10 s each), then with TLS the handshake runs
+/// (CarrierResolver), each address is tried in turn (routed ones first; 3 s each, the last 10 s), then
+/// with TLS the handshake runs
 /// (OpenSSL, CTunnelgateTLS) with the endpoint's host name as the server name, verified against the
 /// system's trust store. `state` goes connecting → connected, or → disconnected with `error`; `cancel()`
 /// makes it cancelled. Reads and writes are served in the order they were asked for, by the
