@@ -48,11 +48,21 @@ open class NWTCPConnection: NSObject, TunnelgateObservable, @unchecked Sendable 
     /// Always nil (a Bonjour endpoint's TXT record: Bonjour endpoints cannot be connected to).
     public var txtRecord: Data? { nil }
 
+    /// The TLS parameters it was made with (nil: no TLS), for `init(upgradeFor:)`.
+    let tls: NWTLSParameters?
+
     init(endpoint: NWEndpoint, enableTLS: Bool, tlsParameters: NWTLSParameters?) {
         self.endpoint = endpoint
+        tls = enableTLS ? (tlsParameters ?? NWTLSParameters()) : nil
         io = TCPConnectionIO(endpoint: endpoint, tls: enableTLS ? (tlsParameters ?? NWTLSParameters()) : nil)
         super.init()
         io.start(owner: self)
+    }
+
+    /// A new connection to the same endpoint with the same TLS (iOS: on the better path).
+    /// `hasBetterPath` is never true on Linux, so this is only ever a fresh connection.
+    public convenience init(upgradeFor connection: NWTCPConnection) {
+        self.init(endpoint: connection.endpoint, enableTLS: connection.tls != nil, tlsParameters: connection.tls)
     }
 
     deinit { io.cancel() }

@@ -58,6 +58,12 @@ open class NWUDPSession: NSObject, TunnelgateObservable, @unchecked Sendable {
         thread.start()
     }
 
+    /// A new session to the same endpoint from the same local endpoint (iOS: on the better path).
+    /// `hasBetterPath` is never true on Linux, so this is only ever a fresh session.
+    public convenience init(upgradeFor session: NWUDPSession) {
+        self.init(endpoint: session.endpoint, local: session.local)
+    }
+
     /// Receives datagrams: `handler` gets arrays of at most `maxDatagrams` (at least 1) of them; with
     /// nil and an error when the session fails. A second call replaces the handler.
     public func setReadHandler(_ handler: @escaping ([Data]?, (any Error)?) -> Void, maxDatagrams: Int) {

@@ -331,6 +331,11 @@ final class ProviderConnectionsTests: XCTestCase {
         waitUntil("three replies") { received.withLock { $0.joined().count } == 3 }
         XCTAssertEqual(Array(received.withLock { $0 }.joined()), ["1", "2", "3"])
         XCTAssertTrue(received.withLock { $0 }.allSatisfy { $0.count <= 2 }, "at most maxDatagrams a call")
+        // init(upgradeFor:): a fresh session to the same endpoint (Linux has no better path).
+        let upgraded = NWUDPSession(upgradeFor: session)
+        XCTAssertEqual(upgraded.endpoint, session.endpoint)
+        waitUntil("the upgraded session ready") { upgraded.state == .ready }
+        upgraded.cancel()
         session.cancel()
         waitUntil("cancelled") { session.state == .cancelled }
         XCTAssertEqual(states.withLock { $0 }, [.preparing, .ready, .cancelled])
