@@ -198,7 +198,8 @@ final class TCPConnectionIO: @unchecked Sendable {
     private let tls: NWTLSParameters?
     private let pending = Mutex(Pending())
     private let wake: (read: FileDescriptor, write: FileDescriptor)?
-    private weak var owner: NWTCPConnection?
+    /// Why there is no wake-up pipe (pipe(2)'s error), for the failure the thread reports.
+    private let wakeFailure: SystemCallError?
     private var callbacks: DispatchQueue?
 
     static let trustStoreFile = "/etc/ssl/certs/ca-certificates.crt"
@@ -208,7 +209,13 @@ final class TCPConnectionIO: @unchecked Sendable {
     init(endpoint: NWEndpoint, tls: NWTLSParameters?) {
         self.endpoint = endpoint
         self.tls = tls
-        wake = try? FileDescriptor.pipe()
+        do throws(SystemCallError) {
+            wake = try FileDescriptor.pipe()
+            wakeFailure = nil
+        } catch {
+            wake = nil
+            wakeFailure = error
+        }
     }
 
     // The pipe outlives the thread (which holds this object while it runs): a cancel() after the end
@@ -219,7 +226,6 @@ final class TCPConnectionIO: @unchecked Sendable {
     }
 
     func start(owner: NWTCPConnection) {
-        self.owner = owner
         callbacks = owner.callbacks
         let thread = Thread { [self] in run(owner: owner) }
         thread.name = "tunnelgate.tcp"
@@ -266,7 +272,7 @@ final class TCPConnectionIO: @unchecked Sendable {
         var connection: NWTCPConnection? = owner
         defer { connection = nil }
         guard let wake else {
-            finish(connection, state: .disconnected, error: ConnectionError.posix(.wouldBlock, "pipe() for the connection's thread failed"))
+            finish(connection, state: .disconnected, error: wakeFailure.map(ConnectionError.posix) ?? ConnectionError.cancelled)
             return
         }
         let parsed: ParsedEndpoint

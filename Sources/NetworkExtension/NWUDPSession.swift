@@ -31,6 +31,8 @@ open class NWUDPSession: NSObject, TunnelgateObservable, @unchecked Sendable {
     }
     private let pending = Mutex(Pending())
     private let wake: (read: FileDescriptor, write: FileDescriptor)?
+    /// Why there is no wake-up pipe (pipe(2)'s error), for the failure the thread reports.
+    private let wakeFailure: SystemCallError?
     private let local: NWHostEndpoint?
 
     public var state: NWUDPSessionState { properties.withLock { $0.state } }
@@ -51,7 +53,13 @@ open class NWUDPSession: NSObject, TunnelgateObservable, @unchecked Sendable {
     init(endpoint: NWEndpoint, local: NWHostEndpoint?) {
         self.endpoint = endpoint
         self.local = local
-        wake = try? FileDescriptor.pipe()
+        do throws(SystemCallError) {
+            wake = try FileDescriptor.pipe()
+            wakeFailure = nil
+        } catch {
+            wake = nil
+            wakeFailure = error
+        }
         super.init()
         let thread = Thread { [self] in run() }
         thread.name = "tunnelgate.udp"
@@ -165,7 +173,7 @@ open class NWUDPSession: NSObject, TunnelgateObservable, @unchecked Sendable {
 
     // The session's thread: holds the session while it runs.
     private func run() {
-        guard let wake else { return finish(.failed, ConnectionError.posix(.wouldBlock, "pipe() for the session's thread failed")) }
+        guard let wake else { return finish(.failed, wakeFailure.map(ConnectionError.posix) ?? ConnectionError.cancelled) }
         let parsed: ParsedEndpoint
         let localAddress: SocketAddress?
         do throws(TunnelgateEndpointProblem) {
