@@ -34,6 +34,8 @@ public struct TunnelRecord: Codable, Sendable, Equatable {
     /// off, in a container without CAP_SYS_ADMIN); nil (older records) or true: with it.
     public var planeMountNamespace: Bool?
     public var counters: PacketCounters?
+    /// A provider's proxy settings as the files written for the namespace (Engine+Proxy).
+    public var proxy: ProxyRecord?
 
     public func write(to path: String) throws(SystemCallError) {
         let encoder = JSONEncoder()

@@ -143,6 +143,11 @@ public struct TunnelgateProxyFiles: Equatable, Sendable {
         return files
     }
 
+    /// As the engine's model: the texts to write and the notes.
+    public var model: ProxyFiles {
+        ProxyFiles(pac: pac, pacURL: pacURL, environment: environment.isEmpty ? nil : environmentFileText, notes: notes)
+    }
+
     /// The environment file: `NAME=value` lines (values hold no spaces, quotes or `$`: they are checked
     /// addresses, names and numbers).
     public var environmentFileText: String {

@@ -460,6 +460,13 @@ extension CommandLine {
         if !r.addresses.isEmpty { lines.append("  addresses: \(r.addresses.joined(separator: ", "))") }
         if let dns = r.dns { lines.append("  dns: \(dns)") }
         if let carriers = r.carrierExemption { lines.append("  carrier exemption: \(carriers)") }
+        if let proxy = r.proxy {
+            // Written for programs that look; Linux has no system proxy, so nothing is enforced.
+            var files = [proxy.pacFile.map { "PAC \($0)" }, proxy.environmentFile.map { "environment \($0)" }].compactMap { $0 }
+            if let url = proxy.pacURL { files.append("PAC URL \(url) (not fetched)") }
+            lines.append("  proxy (not enforced): \(files.isEmpty ? "no files" : files.joined(separator: ", "))")
+            for note in proxy.notes { lines.append("    note: \(note)") }
+        }
         if let pid = r.planePID {
             let sandbox = r.planeMountNamespace == false ? "unprivileged, sandboxed without its mount namespace" : "unprivileged, sandboxed"
             lines.append("  packet plane: pid \(pid), uid \(r.planeUser.map(String.init) ?? "?") (\(sandbox))")
