@@ -68,4 +68,9 @@ extension ActiveTunnel {
     func publish(proxy: ProxyRecord?) {
         updateRecord { $0.proxy = proxy }
     }
+
+    /// Publishes whether the host's sleep is followed (a provider with disconnectOnSleep), or why not.
+    public func publish(disconnectOnSleep note: String?) {
+        updateRecord { $0.disconnectOnSleep = note }
+    }
 }

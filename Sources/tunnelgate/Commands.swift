@@ -259,6 +259,7 @@ extension CommandLine {
         switch session.run(signals: signals) {
         case .signal(let signal): printError("tunnelgate: \(name): stopping (signal \(signal))")
         case .stopRequested: printError("tunnelgate: \(name): stopping (stop requested)")
+        case .sleep: printError("tunnelgate: \(name): stopping (the host is going to sleep)")  // providers only
         case .failedClosed(let reason):
             failure = "failed closed: \(reason)"
         case .runtimeFailed(let reason):
@@ -460,6 +461,7 @@ extension CommandLine {
         if !r.addresses.isEmpty { lines.append("  addresses: \(r.addresses.joined(separator: ", "))") }
         if let dns = r.dns { lines.append("  dns: \(dns)") }
         if let carriers = r.carrierExemption { lines.append("  carrier exemption: \(carriers)") }
+        if let sleep = r.disconnectOnSleep { lines.append("  disconnect on sleep: \(sleep)") }
         if let proxy = r.proxy {
             // Written for programs that look; Linux has no system proxy, so nothing is enforced.
             var files = [proxy.pacFile.map { "PAC \($0)" }, proxy.environmentFile.map { "environment \($0)" }].compactMap { $0 }
