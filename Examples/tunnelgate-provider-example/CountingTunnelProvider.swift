@@ -10,6 +10,8 @@ import NetworkExtension
 ///   TG_NE_DNS        comma-separated DNS servers (default 10.8.0.1)
 ///   TG_NE_COUNT_FILE where the packet count goes
 ///   TG_NE_STOP_FILE  gets "stopTunnel REASON" appended on each stopTunnel
+///   TG_NE_PROXY      HOST:PORT: proxySettings with that HTTP and HTTPS proxy, and
+///   TG_NE_PROXY_EXCEPTIONS  comma-separated exceptionList entries
 final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable {
     // @unchecked Sendable: `received` is touched only on the flow's one delivery queue.
     private let environment = ProcessInfo.processInfo.environment
@@ -27,6 +29,16 @@ final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable 
         }
         settings.ipv4Settings = ipv4
         settings.dnsSettings = NEDNSSettings(servers: (environment["TG_NE_DNS"] ?? "10.8.0.1").split(separator: ",").map(String.init))
+        if let proxy = environment["TG_NE_PROXY"], let colon = proxy.lastIndex(of: ":") {
+            let p = NEProxySettings()
+            let server = NEProxyServer(address: String(proxy[..<colon]), port: Int(proxy[proxy.index(after: colon)...]) ?? -1)
+            p.httpEnabled = true
+            p.httpServer = server
+            p.httpsEnabled = true
+            p.httpsServer = server
+            p.exceptionList = environment["TG_NE_PROXY_EXCEPTIONS"].map { $0.split(separator: ",").map(String.init) }
+            settings.proxySettings = p
+        }
         return settings
     }
 

@@ -487,7 +487,9 @@ public final class TunnelSession {
             }
             if let sleepIndex, set.events(at: sleepIndex) != [], let watch = sleepWatch {
                 do throws(SystemBusError) {
-                    if try watch.next().contains(true) {
+                    let announced = try watch.next()
+                    if announced.contains(false) { log("the host woke (logind's PrepareForSleep(false))") }
+                    if announced.contains(true) {
                         log("the host is about to sleep (logind's PrepareForSleep): stopping the tunnel (disconnectOnSleep)")
                         publish(force: true)
                         return .sleep
