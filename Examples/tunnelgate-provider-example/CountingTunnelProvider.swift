@@ -7,7 +7,7 @@ import NetworkExtension
 /// delivery, and a marker line per stopTunnel call.
 ///
 ///   TG_NE_REMOTE     tunnelRemoteAddress (default 198.18.0.10)
-///   TG_NE_DNS        comma-separated DNS servers (default 10.8.0.1)
+///   TG_NE_DNS        comma-separated DNS servers (default 10.8.0.1); `none`: no dnsSettings
 ///   TG_NE_COUNT_FILE where the packet count goes
 ///   TG_NE_STOP_FILE  gets "stopTunnel REASON" appended on each stopTunnel
 ///   TG_NE_PROXY      HOST:PORT: proxySettings with that HTTP and HTTPS proxy, and
@@ -28,7 +28,9 @@ final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable 
             ipv4.excludedRoutes = [NEIPv4Route(destinationAddress: excluded, subnetMask: "255.255.255.255")]
         }
         settings.ipv4Settings = ipv4
-        settings.dnsSettings = NEDNSSettings(servers: (environment["TG_NE_DNS"] ?? "10.8.0.1").split(separator: ",").map(String.init))
+        if environment["TG_NE_DNS"] != "none" {
+            settings.dnsSettings = NEDNSSettings(servers: (environment["TG_NE_DNS"] ?? "10.8.0.1").split(separator: ",").map(String.init))
+        }
         if let proxy = environment["TG_NE_PROXY"], let colon = proxy.lastIndex(of: ":") {
             let p = NEProxySettings()
             let server = NEProxyServer(address: String(proxy[..<colon]), port: Int(proxy[proxy.index(after: colon)...]) ?? -1)

@@ -26,15 +26,16 @@ state=$(tg_state_dir "$NS_C")
 bus=unix:path=$TG_TMP/bus
 dbus-daemon --session --nofork --address="$bus" >"$TG_TMP/dbus.log" 2>&1 &
 bus_pid=$!
-tg_defer kill "$bus_pid"
+end_if_running() { kill "$1" 2>/dev/null; }
+tg_defer end_if_running "$bus_pid"
 bus_up() { [ -S "$TG_TMP/bus" ]; }
 wait_for "the private bus listens" 5 bus_up
 mkfifo "$TG_TMP/logind.in" "$TG_TMP/impostor.in"
 exec 7<>"$TG_TMP/logind.in" 8<>"$TG_TMP/impostor.in"
 /usr/bin/python3 "$TG_ROOT/netns/tests/logind_standin.py" "$bus" <&7 >"$TG_TMP/logind.out" 2>&1 &
-tg_defer kill $!
+tg_defer end_if_running $!
 /usr/bin/python3 "$TG_ROOT/netns/tests/logind_standin.py" "$bus" --impostor <&8 >"$TG_TMP/impostor.out" 2>&1 &
-tg_defer kill $!
+tg_defer end_if_running $!
 said() { grep -qx -- "$2" "$TG_TMP/$1.out"; }
 wait_for "logind's stand-in owns org.freedesktop.login1" 5 said logind ready
 wait_for "the impostor is on the bus" 5 said impostor ready
@@ -88,7 +89,7 @@ check_eq "tgn stops at SIGTERM" "stopTunnel 1" "$(cat "$TG_HOOKS/tgn.stops" 2>&1
 # A bus without logind: nothing is followed, and status says so.
 dbus-daemon --session --nofork --address="unix:path=$TG_TMP/bare" >/dev/null 2>&1 &
 bare_pid=$!
-tg_defer kill "$bare_pid"
+tg_defer end_if_running "$bare_pid"
 bare_up() { [ -S "$TG_TMP/bare" ]; }
 wait_for "a bus without logind listens" 5 bare_up
 start tgs true "unix:path=$TG_TMP/bare"
