@@ -178,7 +178,7 @@ public final class TunnelgateOnDemandWatcher {
                 guard let index = route.outputInterface, let link = try? routes.link(index: index), link.isUp, link.hasCarrier else { continue }
                 let resolver = DNSConfigurator.underlyingResolvConf(stateDirectory: Self.stateDirectory ?? "/nonexistent")
                 let network = TunnelgateOnDemand.Network(
-                    interfaceType: Self.interfaceType(link), ssid: nil, dnsSearchDomains: resolver.searchDomains,
+                    interfaceType: Self.interfaceType(name: link.name, index: link.index, kind: link.kind), ssid: nil, dnsSearchDomains: resolver.searchDomains,
                     dnsServers: resolver.nameservers.map { $0.address.description })
                 return (link.name, network)
             }
@@ -190,9 +190,9 @@ public final class TunnelgateOnDemandWatcher {
 
     /// wired, wireless, cellular or other, from sysfs when it shows this namespace's link, else from
     /// the link's kind.
-    static func interfaceType(_ link: LinkInfo) -> TunnelgateOnDemand.Network.InterfaceType {
-        let sys = "/sys/class/net/\(link.name)"
-        let ownSysfs = (try? FileSystem.read("\(sys)/ifindex")).map { String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) } == "\(link.index)"
+    static func interfaceType(name: String, index: Int32, kind: String?) -> TunnelgateOnDemand.Network.InterfaceType {
+        let sys = "/sys/class/net/\(name)"
+        let ownSysfs = (try? FileSystem.read("\(sys)/ifindex")).map { String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) } == "\(index)"
         if ownSysfs {
             if FileSystem.exists("\(sys)/wireless") || FileSystem.exists("\(sys)/phy80211") { return .wireless }
             let uevent = (try? FileSystem.read("\(sys)/uevent")).map { String(decoding: $0, as: UTF8.self) } ?? ""
@@ -200,7 +200,7 @@ public final class TunnelgateOnDemandWatcher {
             let type = (try? FileSystem.read("\(sys)/type")).map { String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) }
             if type != "1" { return .other }  // ARPHRD_ETHER
         }
-        switch link.kind {
+        switch kind {
         case nil, "veth", "macvlan", "ipvlan", "macvtap": return .wired
         default: return .other
         }
