@@ -63,6 +63,13 @@ public final class TunnelgateOnDemandWatcher {
         let saves = try DirectoryChanges(watching: preferencesDirectory)
         defer { saves.close() }
         log("on demand: watching the network of this namespace and \(preferencesDirectory)")
+        // While the host sleeps nothing is judged (iOS does not start VPNs in its sleep): a tunnel that
+        // disconnectOnSleep stopped is started again after the wake, not on its way down.
+        var sleep: SleepWatch?
+        do throws(SleepWatch.Unavailable) { sleep = try SleepWatch() } catch {
+            log("on demand: the host's sleep is not followed: \(error)")
+        }
+        var asleep = false, saidAsleep = false
         evaluate()
         var due: Double?
         var nextCheck = ProcessControl.monotonicSeconds() + Self.recheckSeconds
@@ -72,6 +79,7 @@ public final class TunnelgateOnDemandWatcher {
             set.add(signals, .readable)
             set.add(FileDescriptor(rawValue: events.fileDescriptor), .readable)
             set.add(saves.descriptor, .readable)
+            let sleepIndex = sleep.map { set.add($0.descriptor, .readable) }
             let timeout = min(due ?? nextCheck, nextCheck) - now
             _ = try? set.wait(timeoutMilliseconds: Int32(max(0, min(timeout, 1)) * 1000))
             if set.events(at: 0).contains(.readable), TerminationSignals.read(signals) != 0 {
@@ -80,6 +88,27 @@ public final class TunnelgateOnDemandWatcher {
             }
             if set.events(at: 1) != [] { if events.drainNotifications() > 0 { due = due ?? now + Self.debounceSeconds } }
             if set.events(at: 2) != [] { saves.drain(); due = due ?? now + Self.debounceSeconds }
+            if let sleepIndex, set.events(at: sleepIndex) != [], let watch = sleep {
+                do throws(SystemBusError) {
+                    for announced in try watch.next() where announced != asleep {
+                        asleep = announced
+                        saidAsleep = false
+                        log(asleep ? "on demand: the host is about to sleep (logind's PrepareForSleep): nothing is judged until it wakes"
+                                   : "on demand: the host woke: judging again")
+                        if !asleep { due = ProcessControl.monotonicSeconds() }
+                    }
+                } catch {
+                    log("on demand: the host's sleep is no longer followed: \(error)")
+                    sleep = nil
+                    asleep = false
+                }
+            }
+            if asleep {
+                if due != nil, !saidAsleep { log("on demand: a change while the host sleeps: not judged"); saidAsleep = true }
+                due = nil
+                nextCheck = ProcessControl.monotonicSeconds() + Self.recheckSeconds
+                continue
+            }
             let later = ProcessControl.monotonicSeconds()
             if let d = due, later >= d {
                 due = nil

@@ -5,7 +5,8 @@
 # corp.example, Ignore when it is ignore.example, Connect on Ethernet. Driven by C's primary link and
 # resolver: no default route → nothing; the wired link's default route appears → connected; an app's
 # stopVPNTunnel → connected again (the Connect rule still matches, as on iOS); the network's search
-# domain becomes corp.example → disconnected; ignore.example → a disconnected tunnel stays so and a
+# domain becomes corp.example → disconnected; logind announces sleep (a private bus, as in
+# networkextension-sleep.sh) → the disconnectOnSleep tunnel stops and is not started again until the wake; ignore.example → a disconnected tunnel stays so and a
 # connected one stays up; `tunnelgate down` (the user's disconnect) → on-demand turned off in the
 # preferences and the tunnel stays down. A malformed rule is refused at save time by key path and the
 # preferences file is unchanged.
@@ -19,7 +20,8 @@ set -uo pipefail
 PROVIDER=${TG_PROVIDER_EXAMPLE:-$TG_ROOT/.build/debug/tunnelgate-provider-example}
 MANAGER=${TG_MANAGER_EXAMPLE:-$TG_ROOT/.build/debug/tunnelgate-manager-example}
 [ -x "$PROVIDER" ] && [ -x "$MANAGER" ] || tg_bail "the examples are built in $TG_ROOT/.build/debug" "build them with: swift build"
-tg_begin --needs jq
+tg_begin --needs jq,dbus-daemon
+/usr/bin/python3 -c 'import dbus' 2>/dev/null || tg_bail "python3-dbus is not installed" "run Scripts/setup.sh"
 tg_plane_test_hooks TG_NE_REMOTE TG_NE_DNS TG_NE_STOP_FILE
 resolv=/etc/netns/$NS_C/resolv.conf
 mkdir -p "/etc/netns/$NS_C"
@@ -31,6 +33,22 @@ state=$(tg_state_dir "$NS_C")
 preferences=$state/preferences.json
 in_c() { ip netns exec "$NS_C" "$@"; }
 stops=$TG_HOOKS/tgd.stops
+# Each start's packet plane may have another uid: the file every one of them appends to is writable by all.
+: >"$stops" && chmod 666 "$stops"
+end_if_running() { kill "$1" 2>/dev/null; }
+
+# The system bus: a private one on which logind_standin.py owns org.freedesktop.login1.
+bus=unix:path=$TG_TMP/bus
+dbus-daemon --session --nofork --address="$bus" >/dev/null 2>&1 &
+tg_defer end_if_running $!
+bus_up() { [ -S "$TG_TMP/bus" ]; }
+wait_for "the private bus listens" 5 bus_up
+mkfifo "$TG_TMP/logind.in"
+exec 7<>"$TG_TMP/logind.in"
+/usr/bin/python3 "$TG_ROOT/netns/tests/logind_standin.py" "$bus" <&7 >"$TG_TMP/logind.out" 2>&1 &
+tg_defer end_if_running $!
+logind_said() { grep -qx -- "$1" "$TG_TMP/logind.out"; }
+wait_for "logind's stand-in owns org.freedesktop.login1" 5 logind_said ready
 
 # A malformed rule: refused at save, nothing written.
 tg_run in_c "$MANAGER" save --provider "$PROVIDER" --name tgd --on-demand 'disconnect:search=bad..example' -- --provider counting --name tgd
@@ -39,7 +57,7 @@ check_match "... naming the rule's key path" 'onDemandRules\[0\]\.dnsSearchDomai
 check_fails "... and no preferences file was written" test -e "$preferences"
 
 tg_run in_c "$MANAGER" save --provider "$PROVIDER" --name tgd --on-demand disconnect:search=corp.example \
-  --on-demand ignore:search=ignore.example --on-demand connect:ethernet -- --provider counting --name tgd
+  --on-demand ignore:search=ignore.example --on-demand connect:ethernet --disconnect-on-sleep -- --provider counting --name tgd
 check_eq "the app saves the on-demand configuration" 0 "$TG_RC"
 check_eq "isOnDemandEnabled and three rules are saved" "true 3" \
   "$(jq -r '.managers[0] | "\(.isOnDemandEnabled) \(.onDemandRules | length)"' "$preferences" 2>&1)"
@@ -52,9 +70,8 @@ check_eq "... and the saved configuration is unchanged" "$saved" "$(cat "$prefer
 ip -n "$NS_C" -4 route del default
 ip -n "$NS_C" -6 route del default 2>/dev/null
 log=$TG_TMP/on-demand.log
-ip netns exec "$NS_C" env TG_NE_REMOTE="$CARRIER4" TG_NE_DNS=none TG_NE_STOP_FILE="$stops" "$TG" on-demand >"$log" 2>&1 &
+ip netns exec "$NS_C" env DBUS_SYSTEM_BUS_ADDRESS="$bus" TG_NE_REMOTE="$CARRIER4" TG_NE_DNS=none TG_NE_STOP_FILE="$stops" "$TG" on-demand >"$log" 2>&1 &
 watcher=$!
-end_if_running() { kill "$1" 2>/dev/null; }
 tg_defer end_if_running "$watcher"
 said() { grep -qE -- "$1" "$log"; }
 wait_for "the watcher says there is no primary network" 5 said 'on demand: tgd: no primary network'
@@ -70,9 +87,25 @@ check_match "tgd has the provider's address" 'inet 10\.8\.0\.2/24 ' "$(ip -n "$N
 
 # An app's stopVPNTunnel: iOS starts an on-demand tunnel again while Connect matches.
 tg_run in_c "$MANAGER" stop --name tgd
-check_eq "the app's stopVPNTunnel stops it (stopTunnel 1)" "stopTunnel 1" "$(head -1 "$stops" 2>&1)"
+stopped_once() { [ "$(cat "$stops" 2>/dev/null)" == "stopTunnel 1" ]; }
+wait_for "the app's stopVPNTunnel stops it (stopTunnel 1)" 10 stopped_once
 wait_for "... and on demand starts it again (the Connect rule still matches)" 20 status_is connected
 check_eq "isOnDemandEnabled stays true after an app's stop" true "$(jq -r '.managers[0].isOnDemandEnabled' "$preferences")"
+
+# Sleep: the provider (disconnectOnSleep) stops with reason 15; on demand judges nothing until the wake.
+echo sleep >&7
+wait_for "logind announces sleep" 5 logind_said "sent sleep"
+wait_for "the tunnel stops for the sleep" 20 status_is disconnected
+stopped_for_sleep() { [ "$(sed -n 2p "$stops" 2>/dev/null)" == "stopTunnel 15" ]; }
+wait_for "the provider saw stopTunnel(.sleep = 15)" 10 stopped_for_sleep
+wait_for "the watcher noticed the change (the TUN gone) and did not judge it" 10 said 'a change while the host sleeps: not judged'
+check_eq "no start while the host sleeps" 0 \
+  "$(sed -n '/the host is about to sleep/,$p' "$log" | grep -c 'starting the tunnel')"
+check "the tunnel is still disconnected" status_is disconnected
+echo wake >&7
+wait_for "logind announces the wake" 5 logind_said "sent wake"
+wait_for "after the wake the Connect rule starts it again" 20 status_is connected
+check "the watcher says it judged again after the wake" said 'on demand: the host woke: judging again'
 
 # The network's search domain becomes corp.example: Disconnect.
 network_dns corp.example
