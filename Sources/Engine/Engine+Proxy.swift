@@ -59,6 +59,8 @@ extension Engine {
             FileSystem.remove(path)
             if FileSystem.exists(path) { failures.append("file \(path) remains") }
         }
+        // The namespace's proxy directory goes when no tunnel has files there (rmdir refuses otherwise).
+        if !journal.files.isEmpty { FileSystem.removeDirectory(state.proxyPath) }
         return failures
     }
 }

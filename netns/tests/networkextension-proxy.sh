@@ -63,6 +63,7 @@ kill -TERM "$provider_pid"; wait "$provider_pid"
 check_eq "the host exits 0 after SIGTERM" 0 "$?"
 check_fails "the PAC file is gone after the stop" test -e "$pac"
 check_fails "the environment file is gone after the stop" test -e "$envfile"
+check_fails "... and the namespace's proxy directory, empty, with them" test -e "$proxy_dir"
 
 # A SIGKILL of the host and its plane leaves the files; `tunnelgate down` removes them from the journal.
 start 198.18.0.30:3128
