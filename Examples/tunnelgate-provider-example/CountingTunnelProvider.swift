@@ -9,7 +9,8 @@ import NetworkExtension
 ///   TG_NE_REMOTE     tunnelRemoteAddress (default 198.18.0.10)
 ///   TG_NE_DNS        comma-separated DNS servers (default 10.8.0.1); `none`: no dnsSettings
 ///   TG_NE_COUNT_FILE where the packet count goes
-///   TG_NE_STOP_FILE  gets "stopTunnel REASON" appended on each stopTunnel
+///   TG_NE_STOP_FILE  gets "stopTunnel REASON" appended on each stopTunnel, "sleep" and "wake" on each
+///                    sleep(completionHandler:) and wake()
 ///   TG_NE_PROXY      HOST:PORT: proxySettings with that HTTP and HTTPS proxy, and
 ///   TG_NE_PROXY_EXCEPTIONS  comma-separated exceptionList entries
 final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable {
@@ -66,17 +67,29 @@ final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable 
         }
     }
 
+    private func note(_ text: String) {
+        guard let path = environment["TG_NE_STOP_FILE"] else { return }
+        let line = Data("\(text)\n".utf8)
+        if let handle = FileHandle(forWritingAtPath: path) {
+            handle.seekToEndOfFile(); handle.write(line); handle.closeFile()
+        } else {
+            _ = FileManager.default.createFile(atPath: path, contents: line)
+        }
+    }
+
     override func stopTunnel(with reason: NEProviderStopReason, completionHandler: @escaping () -> Void) {
         log.info("stopTunnel: \(reason.rawValue) after \(received) packets")
-        if let path = environment["TG_NE_STOP_FILE"] {
-            let line = Data("stopTunnel \(reason.rawValue)\n".utf8)
-            if let handle = FileHandle(forWritingAtPath: path) {
-                handle.seekToEndOfFile(); handle.write(line); handle.closeFile()
-            } else {
-                _ = FileManager.default.createFile(atPath: path, contents: line)
-            }
-        }
+        note("stopTunnel \(reason.rawValue)")
         completionHandler()
+    }
+
+    override func sleep(completionHandler: @escaping () -> Void) {
+        note("sleep")
+        completionHandler()
+    }
+
+    override func wake() {
+        note("wake")
     }
 
     /// "reapply": setTunnelNetworkSettings again while running (MTU 1280, one more

@@ -80,16 +80,17 @@ final class ProviderEngine {
                                     planeLog: FileDescriptor(rawValue: 2), log: { [log] in log($0) })
         // disconnectOnSleep: as on iOS, the tunnel stops when the host is about to sleep (logind's
         // PrepareForSleep(true)); where no logind runs, nothing is followed and status says so.
-        if proto?.disconnectOnSleep == true {
-            do throws(SleepWatch.Unavailable) {
-                let watch = try SleepWatch()
-                session.sleepWatch = watch
-                session.sleepNote = "following logind's PrepareForSleep on \(watch.address)"
-            } catch {
-                session.sleepNote = "not followed: \(error)"
-            }
-            log("disconnectOnSleep: \(session.sleepNote ?? "")")
+        // Without it, the provider's sleep() and wake() are called as the host sleeps and wakes.
+        let disconnect = proto?.disconnectOnSleep == true
+        session.disconnectOnSleep = disconnect
+        do throws(SleepWatch.Unavailable) {
+            let watch = try SleepWatch()
+            session.sleepWatch = watch
+            if disconnect { session.sleepNote = "following logind's PrepareForSleep on \(watch.address)" }
+        } catch {
+            if disconnect { session.sleepNote = "not followed: \(error)" }
         }
+        if disconnect { log("disconnectOnSleep: \(session.sleepNote ?? "")") }
         do throws(SessionError) { try session.prepare() } catch {
             log("cannot start the provider's packet plane: \(error)")
             engine.recordDisconnect(name, message: "\(error)")

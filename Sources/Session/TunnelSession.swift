@@ -214,6 +214,10 @@ public final class TunnelSession {
     /// with `.sleep` when the host is about to sleep. `sleepNote` says so (or why not) in the record.
     public var sleepWatch: SleepWatch?
     public var sleepNote: String?
+    /// With a sleep watch: whether the tunnel stops when the host sleeps (disconnectOnSleep), or the
+    /// provider is told (`sleep`, `wake`) and the tunnel stays.
+    public var disconnectOnSleep = true
+    private var asleep = false
 
     /// A session for a configuration (`tunnelgate up`).
     public convenience init(engine: Engine, settings: TunnelSettings, package: PlanePackage, user: PlaneUser,
@@ -487,12 +491,18 @@ public final class TunnelSession {
             }
             if let sleepIndex, set.events(at: sleepIndex) != [], let watch = sleepWatch {
                 do throws(SystemBusError) {
-                    let announced = try watch.next()
-                    if announced.contains(false) { log("the host woke (logind's PrepareForSleep(false))") }
-                    if announced.contains(true) {
-                        log("the host is about to sleep (logind's PrepareForSleep): stopping the tunnel (disconnectOnSleep)")
-                        publish(force: true)
-                        return .sleep
+                    for sleeping in try watch.next() {
+                        if !sleeping { log("the host woke (logind's PrepareForSleep(false))") }
+                        if sleeping && disconnectOnSleep {
+                            log("the host is about to sleep (logind's PrepareForSleep): stopping the tunnel (disconnectOnSleep)")
+                            publish(force: true)
+                            return .sleep
+                        }
+                        // The provider is told once per sleep and once per wake after it.
+                        guard !disconnectOnSleep, sleeping != asleep, let plane else { continue }
+                        asleep = sleeping
+                        if sleeping { log("the host is about to sleep (logind's PrepareForSleep): telling the provider") }
+                        try? plane.send(.sleep(sleeping))
                     }
                 } catch {
                     log("disconnectOnSleep: no longer followed: \(error)")

@@ -4,7 +4,7 @@
 # system bus is a private dbus-daemon (DBUS_SYSTEM_BUS_ADDRESS, as sd_bus_open_system reads it) on which
 # netns/tests/logind_standin.py owns org.freedesktop.login1 and sends PrepareForSleep. A PrepareForSleep(true)
 # from anyone else changes nothing; logind's stops tgs with stopTunnel(.sleep = 15) and leaves tgn
-# connected. A host with disconnectOnSleep on a bus without logind says in `status` that sleep is not
+# connected, its provider's sleep(completionHandler:) called, then wake() at logind's wake. A host with disconnectOnSleep on a bus without logind says in `status` that sleep is not
 # followed.
 #
 #   C ── tgs (disconnectOnSleep) ── carrier $CARRIER4 over eth0
@@ -82,9 +82,15 @@ check_eq "tgs's provider saw stopTunnel once, reason 15 (NEProviderStopReason.sl
 check_match "tgs's log says why it stopped" 'the host is about to sleep .*disconnectOnSleep' "$(cat "$TG_TMP/tgs.log")"
 check_fails "tgs is gone" ip -n "$NS_C" link show dev tgs
 check "tgn (without disconnectOnSleep) is still connected" connected tgn "$NS_I"
-check_fails "tgn's provider was not stopped" test -e "$TG_HOOKS/tgn.stops"
+notes_are() { [ "$(tr '\n' ' ' <"$TG_HOOKS/$1" 2>/dev/null)" == "$2" ]; }
+wait_for "tgn's provider was told: sleep(completionHandler:), and not stopped" 10 notes_are tgn.stops "sleep "
+echo wake >&7
+said_twice() { [ "$(grep -cx -- "$2" "$TG_TMP/$1.out")" -ge 2 ]; }
+wait_for "logind's stand-in sent the wake" 5 said_twice logind "sent wake"
+wait_for "tgn's provider was told: wake()" 10 notes_are tgn.stops "sleep wake "
+check "tgn is connected after the wake" connected tgn "$NS_I"
 kill -TERM "$pid_tgn"; wait "$pid_tgn"
-check_eq "tgn stops at SIGTERM" "stopTunnel 1" "$(cat "$TG_HOOKS/tgn.stops" 2>&1)"
+check_eq "tgn stops at SIGTERM" "sleep wake stopTunnel 1 " "$(tr '\n' ' ' <"$TG_HOOKS/tgn.stops" 2>&1)"
 
 # A bus without logind: nothing is followed, and status says so.
 dbus-daemon --session --nofork --address="unix:path=$TG_TMP/bare" >/dev/null 2>&1 &
