@@ -60,6 +60,12 @@ public final class TunnelgateOnDemandWatcher {
         do throws(NEVPNError) { preferencesDirectory = (try NEVPNPreferences.path as NSString).deletingLastPathComponent } catch {
             throw SystemCallError(refusing: "the preferences: \(error.message)")
         }
+        // One watcher per namespace: two would each start the same tunnels.
+        let lockPath = "\(preferencesDirectory)/on-demand.lock"
+        guard let lock = try FileLock.tryAcquire(lockPath) else {
+            throw SystemCallError(refusing: "another `tunnelgate on-demand` watches this namespace's configurations (it holds \(lockPath))")
+        }
+        defer { lock.releaseAndRemove() }
         let saves = try DirectoryChanges(watching: preferencesDirectory)
         defer { saves.close() }
         log("on demand: watching the network of this namespace and \(preferencesDirectory)")

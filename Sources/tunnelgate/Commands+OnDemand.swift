@@ -17,7 +17,7 @@ Disconnect stops it, Ignore and no match change nothing. evaluateConnection, an
 ssidMatch and a probeURL are not acted on (never match) on Linux yet.
 `tunnelgate down NAME` is the user's disconnect: it turns on-demand off for that
 configuration, as iOS does. Runs until SIGTERM or SIGINT; the tunnels it started
-keep running. Needs root.
+keep running. One per namespace: a second is refused. Needs root.
 
 """
 

@@ -366,7 +366,8 @@ extension CommandLine {
     static func down(_ name: String, netns: NamespaceReference?, keepKillSwitch: Bool) throws -> Int32 {
         if let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .down) }
         let gateway = try Engine(namespace: try existingNamespace(netns))
-        if netns == nil { userDisconnected(name) }
+        // A user's disconnect; not the units' ExecStopPost= (--keep-kill-switch), which cleans up after a stop.
+        if netns == nil, !keepKillSwitch { userDisconnected(name) }
         try gateway.down(name, keepKillSwitch: keepKillSwitch)
         if keepKillSwitch, gateway.hasKillSwitchInPlace(name) {
             print("\(name): down, everything removed but its kill switch, which stays until `tunnelgate down \(name)` or the next `up`")

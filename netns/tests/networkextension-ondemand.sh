@@ -75,6 +75,9 @@ watcher=$!
 tg_defer end_if_running "$watcher"
 said() { grep -qE -- "$1" "$log"; }
 wait_for "the watcher says there is no primary network" 5 said 'on demand: tgd: no primary network'
+tg_run in_c "$TG" on-demand
+check_eq "a second watcher in the namespace is refused" 1 "$TG_RC"
+check_match "... saying another one watches" 'another `tunnelgate on-demand` watches this namespace' "$TG_ERR"
 check_eq "... and starts nothing" disconnected "$(in_c "$MANAGER" status --name tgd 2>&1)"
 
 # The wired link gets its default route: the Connect rule matches.
