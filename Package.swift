@@ -79,10 +79,10 @@ let package = Package(
                                                     "LinuxSystem", "TunnelgateSettings"]),
         // A tunnel session: its lifecycle (NEVPNStatus), event loop, monitor and repair, control server and
         // carrier-path check, over the engine. The CLI and the NetworkExtension host both drive it.
-        .target(name: "Session", dependencies: ["Engine", "PlaneProtocol", "RuntimeABI", "TUN", "Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),
+        .target(name: "Session", dependencies: ["Engine", "DNSConfig", "PlaneProtocol", "RuntimeABI", "TUN", "Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),
         // `tunnelgate metrics`: the Prometheus text-format endpoint over the published state (Engine's reports).
         .target(name: "Metrics", dependencies: ["Engine", "LinuxSystem", "TunnelgateSettings"]),
-        .executableTarget(name: "tunnelgate", dependencies: ["Session", "PacketPlane", "Engine", "Metrics", "Runtimes", "WireGuard", "TunnelgateSettings", "TunnelgateSecrets"]),
+        .executableTarget(name: "tunnelgate", dependencies: ["NetworkExtension", "Session", "PacketPlane", "Engine", "Metrics", "Runtimes", "WireGuard", "TunnelgateSettings", "TunnelgateSecrets"]),
         // `import os` / `import os.log` on Linux: the Swift module os (Logger, OSLog, os_log, privacy
         // interpolations; one line per message on standard error) over a Clang module also named os
         // (COSLog's module map), which gives it the submodule `log` that `import os.log` names.
@@ -92,7 +92,7 @@ let package = Package(
         // NEVPNProtocol.passwordReference/identityReference name. No Foundation: the CLI uses it too.
         .target(name: "TunnelgateSecrets", dependencies: ["LinuxSystem"]),
         // NEPacketTunnelProvider & co. with Apple's names; setTunnelNetworkSettings drives Engine.up.
-        .target(name: "NetworkExtension", dependencies: ["CTunnelgateTLS", "Session", "Engine", "PlaneProtocol", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateSecrets"]),
+        .target(name: "NetworkExtension", dependencies: ["CTunnelgateTLS", "Session", "Engine", "DNSConfig", "Netlink", "PlaneProtocol", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateSecrets"]),
         // A host for a provider class, with the seed's PacketTunnelProvider compiled beside an instrumented one.
         .executableTarget(name: "tunnelgate-provider-example", dependencies: ["NetworkExtension"],
                           path: "Examples/tunnelgate-provider-example"),

@@ -35,6 +35,7 @@ packages=(
   systemd-container # systemd-nspawn: the unit test boots a Debian container to run the units under systemd
   zsh             # the completion test exercises the zsh completion too
   prometheus      # a real Prometheus scrapes `tunnelgate metrics` in netns/tests/metrics.sh (run by the test, not as a service)
+  python3-dbus    # a stand-in for logind on a private bus: sends PrepareForSleep (netns/tests/networkextension-sleep.sh, netns/tests/logind_standin.py)
   nodejs          # runs the PAC files the proxy writer makes (NetworkExtensionTests), as a browser would
   # Real container engines for the container scenarios (netns/containers.sh, docs/cni.md). Each test runs
   # them with private configuration and storage under its temporary directory, never the machine's own.

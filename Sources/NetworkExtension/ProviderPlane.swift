@@ -169,6 +169,15 @@ final class ProviderPlane: NEProviderSystem, @unchecked Sendable {
             case .message(.path(let satisfied), _, let fds):
                 for fd in fds { fd.close() }
                 provider.tunnelgateState.setDefaultPath(NWPath(status: satisfied ? .satisfied : .unsatisfied))
+            case .message(.sleep(let sleeping), _, let fds):
+                for fd in fds { fd.close() }
+                if sleeping {
+                    let done = DispatchSemaphore(value: 0)
+                    providerQueue.async { provider.sleep { done.signal() } }
+                    if done.wait(timeout: .now() + 5) == .timedOut { log("sleep did not complete within 5 s") }
+                } else {
+                    providerQueue.async { provider.wake() }
+                }
             case .message(.stopTunnel(let code), _, let fds):
                 for fd in fds { fd.close() }
                 let done = DispatchSemaphore(value: 0)
