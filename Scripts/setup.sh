@@ -10,6 +10,9 @@ packages=(
   libnftnl-dev    # nftables objects over libnftnl
   libseccomp-dev  # the packet plane's seccomp allow-list (CPlaneSeccomp)
   libsodium-dev   # X25519 and ChaCha20-Poly1305 for the built-in WireGuard; the example runtime's AEAD
+  libssl-dev      # OpenSSL 3: TLS of a NetworkExtension provider's createTCPConnection (COpenSSL, CTunnelgateTLS)
+  ca-certificates # the system trust store (/etc/ssl/certs) those connections verify servers against
+  openssl         # openssl(1): the provider-connection scenario makes its CA and runs its TLS server with it
   libsystemd-dev  # sd-bus: the D-Bus client of the systemd-resolved DNS backend
   dbus-daemon     # a private message bus for the D-Bus unit tests and the systemd-resolved scenario
   iproute2        # ip(8): tests and the demo observe kernel state with it

@@ -50,6 +50,12 @@ open class NEProvider: NSObject, @unchecked Sendable {
 
     /// Called when logind says the host woke (PrepareForSleep(false)) after a `sleep`.
     open func wake() {}
+
+    /// Key-value observing's notification (NSKeyValueObserving.swift): what a provider that called
+    /// `addObserver(self, forKeyPath:…)` on its NWTCPConnection or NWUDPSession overrides, as on iOS.
+    /// Declared here because Foundation on Linux has no NSObject.observeValue to override.
+    open func observeValue(forKeyPath keyPath: String?, of object: Any?, change: [NSKeyValueChangeKey: Any]?,
+                           context: UnsafeMutableRawPointer?) {}
 }
 
 /// NETunnelProvider.

@@ -89,6 +89,9 @@ final class ProviderPlane: NEProviderSystem, @unchecked Sendable {
     /// Runs the provider until the engine says stop, the provider cancels, or the engine goes.
     func run(_ provider: NEPacketTunnelProvider, options: [String: NSObject]?) -> Int32 {
         provider.system = self
+        // The carrier resolver keeps the namespace's nameservers now, before any settings of the
+        // tunnel's can rewrite resolv.conf (CarrierResolver).
+        CarrierResolver.snapshot()
         nonisolated(unsafe) let options = options
         providerQueue.async { [self] in
             provider.startTunnel(options: options) { [self] error in
