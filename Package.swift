@@ -18,6 +18,7 @@ let package = Package(
         .executable(name: "mehs-provider-example", targets: ["mehs-provider-example"]),
         .executable(name: "tunnelgate-manager-example", targets: ["tunnelgate-manager-example"]),
         .executable(name: "os-provider-example", targets: ["os-provider-example"]),
+        .executable(name: "connections-provider-example", targets: ["connections-provider-example"]),
         // The lab: network-namespace end-to-end testing of any tunnel software (docs/lab.md).
         .executable(name: "tunnelgate-lab", targets: ["tunnelgate-lab"]),
         .library(name: "Lab", targets: ["Lab"]),
@@ -35,6 +36,11 @@ let package = Package(
         // sd-bus (libsystemd): the D-Bus client that talks to systemd-resolved (docs/dns.md).
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd",
                        providers: [.apt(["libsystemd-dev"])]),
+        // OpenSSL 3 (Debian: libssl-dev): TLS for a provider's own connections (createTCPConnection).
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl",
+                       providers: [.apt(["libssl-dev"])]),
+        // The TLS client over a non-blocking socket (server name, verification against the trust store).
+        .target(name: "CTunnelgateTLS", dependencies: ["COpenSSL"]),
         // The public C header of the runtime ABI (tunnelgate_runtime.h).
         .target(name: "CTunnelgateRuntime"),
         // WireGuard's transport AEAD through OpenSSL's libcrypto (libssl-dev): its ChaCha20-Poly1305 is
@@ -76,10 +82,10 @@ let package = Package(
                                                     "LinuxSystem", "TunnelgateSettings"]),
         // A tunnel session: its lifecycle (NEVPNStatus), event loop, monitor and repair, control server and
         // carrier-path check, over the engine. The CLI and the NetworkExtension host both drive it.
-        .target(name: "Session", dependencies: ["Engine", "PlaneProtocol", "RuntimeABI", "TUN", "Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),
+        .target(name: "Session", dependencies: ["Engine", "DNSConfig", "PlaneProtocol", "RuntimeABI", "TUN", "Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),
         // `tunnelgate metrics`: the Prometheus text-format endpoint over the published state (Engine's reports).
         .target(name: "Metrics", dependencies: ["Engine", "LinuxSystem", "TunnelgateSettings"]),
-        .executableTarget(name: "tunnelgate", dependencies: ["Session", "PacketPlane", "Engine", "Metrics", "Runtimes", "WireGuard", "TunnelgateSettings", "TunnelgateSecrets"]),
+        .executableTarget(name: "tunnelgate", dependencies: ["NetworkExtension", "Session", "PacketPlane", "Engine", "Metrics", "Runtimes", "WireGuard", "TunnelgateSettings", "TunnelgateSecrets"]),
         // `import os` / `import os.log` on Linux: the Swift module os (Logger, OSLog, os_log, privacy
         // interpolations; one line per message on standard error) over a Clang module also named os
         // (COSLog's module map), which gives it the submodule `log` that `import os.log` names.
@@ -89,7 +95,7 @@ let package = Package(
         // NEVPNProtocol.passwordReference/identityReference name. No Foundation: the CLI uses it too.
         .target(name: "TunnelgateSecrets", dependencies: ["LinuxSystem"]),
         // NEPacketTunnelProvider & co. with Apple's names; setTunnelNetworkSettings drives Engine.up.
-        .target(name: "NetworkExtension", dependencies: ["Session", "Engine", "PlaneProtocol", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateSecrets"]),
+        .target(name: "NetworkExtension", dependencies: ["CTunnelgateTLS", "Session", "Engine", "DNSConfig", "Netlink", "PlaneProtocol", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateSecrets"]),
         // A host for a provider class, with the seed's PacketTunnelProvider compiled beside an instrumented one.
         .executableTarget(name: "tunnelgate-provider-example", dependencies: ["NetworkExtension"],
                           path: "Examples/tunnelgate-provider-example"),
@@ -107,6 +113,10 @@ let package = Package(
         // A provider as iOS code writes one: os.log's Logger and os_log, protocolConfiguration.
         .executableTarget(name: "os-provider-example", dependencies: ["NetworkExtension", "os"],
                           path: "Examples/os-provider-example"),
+
+        // A provider reaching its servers over createTCPConnection (TLS) and createUDPSession, watched with KVO.
+        .executableTarget(name: "connections-provider-example", dependencies: ["NetworkExtension"],
+                          path: "Examples/connections-provider-example"),
 
         // The lab: topologies, the builder, impairments, leak counters, snapshots, results (docs/lab.md).
         .target(name: "Lab", dependencies: ["Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),

@@ -10,7 +10,10 @@ packages=(
   libnftnl-dev    # nftables objects over libnftnl
   libseccomp-dev  # the packet plane's seccomp allow-list (CPlaneSeccomp)
   libsodium-dev   # X25519 and the handshake's AEADs for the built-in WireGuard; the example runtime's AEAD
-  libssl-dev      # libcrypto: the built-in WireGuard's transport ChaCha20-Poly1305 (CTransportAEAD)
+  libssl-dev      # OpenSSL 3: the built-in WireGuard's transport ChaCha20-Poly1305 (CTransportAEAD); TLS of a
+                  # NetworkExtension provider's createTCPConnection (COpenSSL, CTunnelgateTLS)
+  ca-certificates # the system trust store (/etc/ssl/certs) those connections verify servers against
+  openssl         # openssl(1): the provider-connection scenario makes its CA and runs its TLS server with it
   libsystemd-dev  # sd-bus: the D-Bus client of the systemd-resolved DNS backend
   dbus-daemon     # a private message bus for the D-Bus unit tests and the systemd-resolved scenario
   iproute2        # ip(8): tests and the demo observe kernel state with it
@@ -33,6 +36,7 @@ packages=(
   systemd-container # systemd-nspawn: the unit test boots a Debian container to run the units under systemd
   zsh             # the completion test exercises the zsh completion too
   prometheus      # a real Prometheus scrapes `tunnelgate metrics` in netns/tests/metrics.sh (run by the test, not as a service)
+  python3-dbus    # a stand-in for logind on a private bus: sends PrepareForSleep (netns/tests/networkextension-sleep.sh, netns/tests/logind_standin.py)
   nodejs          # runs the PAC files the proxy writer makes (NetworkExtensionTests), as a browser would
   # Real container engines for the container scenarios (netns/containers.sh, docs/cni.md). Each test runs
   # them with private configuration and storage under its temporary directory, never the machine's own.

@@ -7,6 +7,11 @@ import NetworkExtension
 //                      save the configuration, startVPNTunnel, print each NEVPNStatusDidChange until connected;
 //                      --plist saves a providerConfiguration of every property-list type (a string, a
 //                      number, a date, data, an array of booleans, a nested dictionary)
+//   save --provider PATH [--name IFNAME] [--server ADDRESS] [--on-demand RULE]... [--disconnect-on-sleep] [-- HOST-ARGUMENT...]
+//                      save the configuration (enabled) without starting it; with --on-demand, isOnDemandEnabled
+//                      and onDemandRules in order. RULE: ACTION[:CRITERION]... with ACTION connect, disconnect,
+//                      ignore or evaluate, and CRITERION ethernet, wifi, cellular, any, search=D[,D...],
+//                      server=A[,A...], ssid=S[,S...]  (`disconnect:search=corp.example`, `connect:ethernet`)
 //   status [--name IFNAME]          print connection.status
 //   set-username [--username NAME] [--name IFNAME]   change the saved protocol's username and save it again
 //   message TEXT [--name IFNAME]    sendProviderMessage, print the reply
@@ -17,8 +22,9 @@ import NetworkExtension
 // Exit 0 on success, 1 when the operation failed or timed out (20 s), 64 on a usage error.
 // Notification lines: "NEVPNStatusDidChange: connecting".
 
-let usage = """
+    let usage = """
     usage: tunnelgate-manager-example start --provider PATH [--name IFNAME] [--server ADDRESS] [--username NAME] [--plist] [-- HOST-ARGUMENT...]
+           tunnelgate-manager-example save --provider PATH [--name IFNAME] [--server ADDRESS] [--on-demand RULE]... [--disconnect-on-sleep] [-- HOST-ARGUMENT...]
            tunnelgate-manager-example status|stop|watch|last-error [--name IFNAME]
            tunnelgate-manager-example set-username [--username NAME] [--name IFNAME]
            tunnelgate-manager-example message TEXT [--name IFNAME]
@@ -52,6 +58,36 @@ var username: String?
 var passwordSecret: String?
 var plist = false
 var text: String?
+var onDemandRules: [NEOnDemandRule] = []
+var disconnectOnSleep = false
+
+/// `ACTION[:CRITERION]...` as a rule (see the header); nil when the text is not one.
+func rule(_ text: String) -> NEOnDemandRule? {
+    var parts = text.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+    let r: NEOnDemandRule
+    switch parts.removeFirst() {
+    case "connect": r = NEOnDemandRuleConnect()
+    case "disconnect": r = NEOnDemandRuleDisconnect()
+    case "ignore": r = NEOnDemandRuleIgnore()
+    case "evaluate": r = NEOnDemandRuleEvaluateConnection()
+    default: return nil
+    }
+    for part in parts {
+        let list = { (prefix: String) in part.dropFirst(prefix.count).split(separator: ",").map(String.init) }
+        switch part {
+        case "ethernet": r.interfaceTypeMatch = .ethernet
+        case "wifi": r.interfaceTypeMatch = .wiFi
+        case "cellular": r.interfaceTypeMatch = .cellular
+        case "any": r.interfaceTypeMatch = .any
+        case _ where part.hasPrefix("search="): r.dnsSearchDomainMatch = list("search=")
+        case _ where part.hasPrefix("server="): r.dnsServerAddressMatch = list("server=")
+        case _ where part.hasPrefix("ssid="): r.ssidMatch = list("ssid=")
+        default: return nil
+        }
+    }
+    return r
+}
+
 while !arguments.isEmpty {
     let a = arguments.removeFirst()
     switch a {
@@ -60,6 +96,11 @@ while !arguments.isEmpty {
     case "--server": serverAddress = arguments.isEmpty ? "" : arguments.removeFirst()
     case "--username": username = arguments.isEmpty ? "" : arguments.removeFirst()
     case "--plist": plist = true
+    case "--on-demand":
+        let text = arguments.isEmpty ? "" : arguments.removeFirst()
+        guard let r = rule(text) else { fail("Error: '\(text)' is not an on-demand rule\n\(usage)", 64) }
+        onDemandRules.append(r)
+    case "--disconnect-on-sleep": disconnectOnSleep = true
     case "--password-secret": passwordSecret = arguments.isEmpty ? "" : arguments.removeFirst()
     case "--": hostArguments = arguments; arguments = []
     case "-h", "--help": say(usage); exit(0)
@@ -133,6 +174,29 @@ case "start":
     if finished.wait(timeout: .now() + 20) == .timedOut { fail("not connected within 20 s (status \(name(connection.status)))") }
     NotificationCenter.default.removeObserver(token)
     guard connection.status == .connected else { fail("the tunnel did not connect (status \(name(connection.status)))") }
+    exit(0)
+
+case "save":
+    // A container app that saves an on-demand configuration and leaves starting it to the system.
+    guard let providerPath else { fail("Error: save needs --provider PATH\n\(usage)", 64) }
+    let manager = loadManager(interfaceName)
+    let proto = NETunnelProviderProtocol()
+    proto.providerBundleIdentifier = providerPath
+    proto.serverAddress = serverAddress
+    proto.tunnelgateInterfaceName = interfaceName
+    proto.tunnelgateArguments = hostArguments
+    proto.disconnectOnSleep = disconnectOnSleep
+    manager.protocolConfiguration = proto
+    manager.localizedDescription = "Tunnelgate example (\(interfaceName))"
+    manager.isEnabled = true
+    manager.isOnDemandEnabled = !onDemandRules.isEmpty
+    manager.onDemandRules = onDemandRules.isEmpty ? nil : onDemandRules
+    let saved = DispatchSemaphore(value: 0)
+    nonisolated(unsafe) var saveError: Error?
+    manager.saveToPreferences { saveError = $0; saved.signal() }
+    saved.wait()
+    if let saveError { fail("saveToPreferences: \(saveError)") }
+    say("saved \(interfaceName): \(onDemandRules.count) on-demand rules")
     exit(0)
 
 case "status":

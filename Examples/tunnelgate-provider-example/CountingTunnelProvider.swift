@@ -7,9 +7,12 @@ import NetworkExtension
 /// delivery, and a marker line per stopTunnel call.
 ///
 ///   TG_NE_REMOTE     tunnelRemoteAddress (default 198.18.0.10)
-///   TG_NE_DNS        comma-separated DNS servers (default 10.8.0.1)
+///   TG_NE_DNS        comma-separated DNS servers (default 10.8.0.1); `none`: no dnsSettings
 ///   TG_NE_COUNT_FILE where the packet count goes
-///   TG_NE_STOP_FILE  gets "stopTunnel REASON" appended on each stopTunnel
+///   TG_NE_STOP_FILE  gets "stopTunnel REASON" appended on each stopTunnel, "sleep" and "wake" on each
+///                    sleep(completionHandler:) and wake()
+///   TG_NE_PROXY      HOST:PORT: proxySettings with that HTTP and HTTPS proxy, and
+///   TG_NE_PROXY_EXCEPTIONS  comma-separated exceptionList entries
 final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable {
     // @unchecked Sendable: `received` is touched only on the flow's one delivery queue.
     private let environment = ProcessInfo.processInfo.environment
@@ -26,7 +29,19 @@ final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable 
             ipv4.excludedRoutes = [NEIPv4Route(destinationAddress: excluded, subnetMask: "255.255.255.255")]
         }
         settings.ipv4Settings = ipv4
-        settings.dnsSettings = NEDNSSettings(servers: (environment["TG_NE_DNS"] ?? "10.8.0.1").split(separator: ",").map(String.init))
+        if environment["TG_NE_DNS"] != "none" {
+            settings.dnsSettings = NEDNSSettings(servers: (environment["TG_NE_DNS"] ?? "10.8.0.1").split(separator: ",").map(String.init))
+        }
+        if let proxy = environment["TG_NE_PROXY"], let colon = proxy.lastIndex(of: ":") {
+            let p = NEProxySettings()
+            let server = NEProxyServer(address: String(proxy[..<colon]), port: Int(proxy[proxy.index(after: colon)...]) ?? -1)
+            p.httpEnabled = true
+            p.httpServer = server
+            p.httpsEnabled = true
+            p.httpsServer = server
+            p.exceptionList = environment["TG_NE_PROXY_EXCEPTIONS"].map { $0.split(separator: ",").map(String.init) }
+            settings.proxySettings = p
+        }
         return settings
     }
 
@@ -52,17 +67,29 @@ final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable 
         }
     }
 
+    private func note(_ text: String) {
+        guard let path = environment["TG_NE_STOP_FILE"] else { return }
+        let line = Data("\(text)\n".utf8)
+        if let handle = FileHandle(forWritingAtPath: path) {
+            handle.seekToEndOfFile(); handle.write(line); handle.closeFile()
+        } else {
+            _ = FileManager.default.createFile(atPath: path, contents: line)
+        }
+    }
+
     override func stopTunnel(with reason: NEProviderStopReason, completionHandler: @escaping () -> Void) {
         log.info("stopTunnel: \(reason.rawValue) after \(received) packets")
-        if let path = environment["TG_NE_STOP_FILE"] {
-            let line = Data("stopTunnel \(reason.rawValue)\n".utf8)
-            if let handle = FileHandle(forWritingAtPath: path) {
-                handle.seekToEndOfFile(); handle.write(line); handle.closeFile()
-            } else {
-                _ = FileManager.default.createFile(atPath: path, contents: line)
-            }
-        }
+        note("stopTunnel \(reason.rawValue)")
         completionHandler()
+    }
+
+    override func sleep(completionHandler: @escaping () -> Void) {
+        note("sleep")
+        completionHandler()
+    }
+
+    override func wake() {
+        note("wake")
     }
 
     /// "reapply": setTunnelNetworkSettings again while running (MTU 1280, one more

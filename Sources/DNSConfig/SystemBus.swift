@@ -99,6 +99,56 @@ final class SystemBus {
     /// The sd_bus object, for tests that drive the other side of a call.
     var handle: OpaquePointer { bus }
 
+    // MARK: Signals
+
+    /// A subscription to one signal whose first argument is a boolean (logind's PrepareForSleep):
+    /// the match rule stays on the bus while this object lives; `received` collects the values that
+    /// arrived, in order, as `process()` dispatches them.
+    final class BooleanSignal {
+        fileprivate var slot: OpaquePointer?
+        var received: [Bool] = []
+        /// Signals of that name that did not start with a boolean.
+        var malformed = 0
+        deinit { if let slot { sd_bus_slot_unref(slot) } }
+    }
+
+    /// Subscribes to `interface.member` on `path` sent by `sender` (a well-known name: the bus delivers
+    /// only what its owner sends, so nobody else can fake it). Equivalent to:
+    /// AddMatch("type='signal',sender=…,path=…,interface=…,member=…").
+    func subscribe(sender: String, path: String, interface: String, member: String) throws(SystemBusError) -> BooleanSignal {
+        let signal = BooleanSignal()
+        let callback: sd_bus_message_handler_t = { message, userdata, _ in
+            guard let message, let userdata else { return 0 }
+            let signal = Unmanaged<BooleanSignal>.fromOpaque(userdata).takeUnretainedValue()
+            var value: Int32 = 0
+            if sd_bus_message_read_basic(message, CChar(UInt8(ascii: "b")), &value) > 0 {
+                signal.received.append(value != 0)
+            } else {
+                signal.malformed += 1
+            }
+            return 0
+        }
+        // The slot holds an unretained pointer to `signal`, which owns the slot: unref'd in its deinit,
+        // before the object goes.
+        let rc = sd_bus_match_signal(bus, &signal.slot, sender, path, interface, member, callback,
+                                     Unmanaged.passUnretained(signal).toOpaque())
+        guard rc >= 0 else { throw SystemBusError("AddMatch(\(interface).\(member) from \(sender))", .local(Errno(rawValue: -rc))) }
+        return signal
+    }
+
+    /// The connection's socket, to poll (for `events`) before `process()`.
+    var descriptor: Int32 { sd_bus_get_fd(bus) }
+
+    /// Dispatches everything that arrived (signal callbacks run here) and sends what is queued.
+    /// Throws when the connection is gone (the bus went away: ECONNRESET, ENOTCONN).
+    func process() throws(SystemBusError) {
+        while true {
+            let rc = sd_bus_process(bus, nil)
+            if rc < 0 { throw SystemBusError("reading the D-Bus bus \(address)", .local(Errno(rawValue: -rc))) }
+            if rc == 0 { return }
+        }
+    }
+
     // MARK: Encoding
 
     /// Appends `value` to `message` (sd_bus_message_append_basic /

@@ -97,6 +97,14 @@ extension Engine {
             }
         }
 
+        // Proxy files: written again (journaled) or removed when they differ.
+        if new.settings.proxy != old.settings.proxy {
+            do throws(SystemCallError) {
+                let written = try applyProxy(new.settings.proxy, name: name, previous: tunnel.record.proxy)
+                tunnel.publish(proxy: written)
+            } catch { throw .system(error) }
+        }
+
         tunnel.plan = new
         let problems = verify(new, interfaceIndex: index)
         guard problems.isEmpty else { throw .verification(problems, rolledBack: false) }

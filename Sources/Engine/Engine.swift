@@ -315,6 +315,13 @@ public final class Engine {
                 throw .dns(error.description, rolledBack: rollBack())
             }
         }
+        // A provider's proxy settings: files for the namespace's programs, journaled (never enforced).
+        if plan.settings.proxy != nil {
+            do throws(SystemCallError) { record.proxy = try applyProxy(plan.settings.proxy, name: name, previous: nil) } catch {
+                _ = rollBack()
+                throw .system(error)
+            }
+        }
         let problems = verify(plan, interfaceIndex: interfaceIndex)
         if !problems.isEmpty {
             throw .verification(problems, rolledBack: rollBack())
@@ -623,6 +630,7 @@ public final class Engine {
             }
 
             failures += restoreSysctls(journal)
+            failures += removeFiles(journal)
             if !dnsFailures.isEmpty { dnsFailures = restoreDNS(name) }
             failures += dnsFailures
 
@@ -821,6 +829,13 @@ public final class ActiveTunnel {
         if keep { note += "\nthe kill switch stays in place (nothing leaves but through the tunnel) until `tunnelgate down \(name)`" }
         if !removed { note += "\n(removing the tunnel failed too: run `tunnelgate down \(name)`)" }
         return note
+    }
+
+    /// Changes the record and writes it (while the tunnel runs).
+    func updateRecord(_ change: (inout TunnelRecord) -> Void) {
+        guard !stopped else { return }
+        change(&record)
+        try? record.write(to: gateway.state.statePath(plan.interfaceName))
     }
 
     /// Publishes counters (and the runtime's status JSON) in the state file for `status`.

@@ -15,6 +15,7 @@ import TunnelgateSettings
 ///   rule 4|6 PRIORITY TABLE FWMARK INVERT [suppress N] [to PREFIX] [ipproto P] [dport A-B] [uid A-B] [goto P | nop 0]
 ///   nft inet TABLE                 an nftables table (the kill switch)
 ///   sysctl PATH OLDVALUE           a kernel parameter's value before the tunnel changed it
+///   file PATH                      a file the tunnel wrote (a provider's proxy files), removed with it
 ///   committed                      applied and verified
 public struct JournalContents: Sendable, Equatable {
     public var name: String
@@ -25,6 +26,8 @@ public struct JournalContents: Sendable, Equatable {
     public var nftTables: [String] = []
     /// Kernel parameters and their values before; the last record of a path wins.
     public var sysctls: [String: String] = [:]
+    /// Files the tunnel wrote (absolute paths without spaces), in the order recorded.
+    public var files: [String] = []
     public var committed = false
 }
 
@@ -102,6 +105,9 @@ public final class Journal {
         try append(["sysctl \(path) \(oldValue)"])
     }
 
+    /// The record of a file about to be written (its path has no space or line break: checked by the caller).
+    public static func fileRecord(_ path: String) -> String { "file \(path)" }
+
     /// Appends records to the journal of another tunnel.
     public static func append(path: String, _ lines: [String]) throws(SystemCallError) {
         let fd = try FileDescriptor.open(path, [.writeOnly, .append])
@@ -164,6 +170,8 @@ public final class Journal {
                 contents?.nftTables.append(f[2])
             case "sysctl" where f.count == 3 && !f[1].contains(".."):
                 contents?.sysctls[f[1]] = f[2]
+            case "file" where f.count == 2 && f[1].hasPrefix("/") && !f[1].contains(".."):
+                if contents?.files.contains(f[1]) == false { contents?.files.append(f[1]) }
             case "committed":
                 contents?.committed = true
             default:

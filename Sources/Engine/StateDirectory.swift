@@ -20,9 +20,16 @@ import LinuxSystem
 ///   NAME.dns      DNSConfig's journal: what the tunnel's DNS settings replaced
 ///   NAME.lasterror  why the last run ended, when it failed (DisconnectError, JSON)
 ///   NAME.firewall   the nftables table the owner enforces, as nf_tables messages (FirewallVerification)
+///
+/// A provider's proxy settings are written for every program of the namespace to read, so not here
+/// (this directory is root's alone, and must stay so) but in `proxyPath`, ROOT-proxy/net-INODE/
+/// (/run/tunnelgate-proxy/net-INODE/, directories 0755, files 0644): NAME.proxy.pac, NAME.proxy.env,
+/// journaled (`file PATH`) like every change of the tunnel's, so `down` and crash recovery remove them.
 public struct StateDirectory: Sendable {
     public static let root = "/run/tunnelgate"
     public let path: String
+    /// Where the tunnels of this namespace write their proxy files (readable by everyone).
+    public let proxyPath: String
 
     /// The directory of the calling thread's namespace; created (owner-only)
     /// when `create` is true, otherwise only named.
@@ -35,6 +42,7 @@ public struct StateDirectory: Sendable {
     public init(root: String = StateDirectory.root, create: Bool) throws(SystemCallError) {
         let namespace = try ProcessControl.networkNamespaceIdentity()
         path = "\(root)/net-\(namespace)"
+        proxyPath = "\(root)-proxy/net-\(namespace)"
         if create {
             try FileSystem.makeDirectory(root, mode: 0o700)
             try Self.checkTrusted(root, mustExist: true)
@@ -51,6 +59,7 @@ public struct StateDirectory: Sendable {
             if recorded != cookie {
                 // A dead namespace's leftovers: its kernel objects died with it.
                 for file in FileSystem.list(path) { FileSystem.remove("\(path)/\(file)") }
+                for file in FileSystem.list(proxyPath) { FileSystem.remove("\(proxyPath)/\(file)") }
                 try FileSystem.writeAtomically("\(path)/namespace", cookie)
             }
         }
@@ -85,6 +94,9 @@ public struct StateDirectory: Sendable {
     public let isStale: Bool
 
     public func lockPath(_ name: String) -> String { "\(path)/\(name).lock" }
+    /// A provider's proxy files (ProxyFiles), in the namespace's public proxy directory.
+    public func proxyPACPath(_ name: String) -> String { "\(proxyPath)/\(name).proxy.pac" }
+    public func proxyEnvironmentPath(_ name: String) -> String { "\(proxyPath)/\(name).proxy.env" }
     public func journalPath(_ name: String) -> String { "\(path)/\(name).journal" }
     public func statePath(_ name: String) -> String { "\(path)/\(name).state" }
     public func logPath(_ name: String) -> String { "\(path)/\(name).log" }

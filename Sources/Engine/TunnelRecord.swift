@@ -34,6 +34,10 @@ public struct TunnelRecord: Codable, Sendable, Equatable {
     /// off, in a container without CAP_SYS_ADMIN); nil (older records) or true: with it.
     public var planeMountNamespace: Bool?
     public var counters: PacketCounters?
+    /// A provider's proxy settings as the files written for the namespace (Engine+Proxy).
+    public var proxy: ProxyRecord?
+    /// For a provider with disconnectOnSleep: "following logind's PrepareForSleep on BUS", or why not.
+    public var disconnectOnSleep: String?
 
     public func write(to path: String) throws(SystemCallError) {
         let encoder = JSONEncoder()

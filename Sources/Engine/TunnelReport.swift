@@ -29,6 +29,10 @@ public struct TunnelReport: Codable, Sendable {
     public var dns: String?
     /// Whose packets to the carriers bypass the tunnel (the plan's words).
     public var carrierExemption: String?
+    /// A provider's proxy settings: the files written for the namespace and what they cannot say.
+    public var proxy: ProxyRecord?
+    /// disconnectOnSleep: whether logind's PrepareForSleep is followed, or why not (TunnelRecord).
+    public var disconnectOnSleep: String?
     /// The packet plane running the tunnel's runtime: its pid and (unprivileged) uid.
     public var planePID: Int32?
     public var planeUser: UInt32?
@@ -201,6 +205,8 @@ extension Engine {
             report.namespace = record?.isolatedIn
             report.dns = record?.dnsBackend
             report.carrierExemption = record?.carrierExemption
+            report.proxy = record?.proxy
+            report.disconnectOnSleep = record?.disconnectOnSleep
             report.planePID = record?.planePID
             report.planeUser = record?.planeUser
             report.planeMountNamespace = record?.planeMountNamespace

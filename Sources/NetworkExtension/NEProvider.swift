@@ -38,7 +38,9 @@ open class NEProvider: NSObject, @unchecked Sendable {
     /// defaultPath and protocolConfiguration, set by the host (NEProviderState.swift).
     let tunnelgateState = NEProviderState()
 
-    /// Not called by the Linux host (hosts do not sleep as phones do); override as on iOS.
+    /// Called when logind says the host is about to sleep (PrepareForSleep(true) on the system bus),
+    /// unless the protocol's disconnectOnSleep stops the tunnel instead; the host waits up to 5 s for
+    /// the completion (logind itself does not wait: no delay inhibitor is taken). Override as on iOS.
     open func sleep(completionHandler: @escaping () -> Void) {
         let handler = Unchecked(completionHandler)
         Task { [self] in await sleep(); handler.value() }
@@ -46,8 +48,14 @@ open class NEProvider: NSObject, @unchecked Sendable {
 
     open func sleep() async {}
 
-    /// Not called by the Linux host.
+    /// Called when logind says the host woke (PrepareForSleep(false)) after a `sleep`.
     open func wake() {}
+
+    /// Key-value observing's notification (NSKeyValueObserving.swift): what a provider that called
+    /// `addObserver(self, forKeyPath:…)` on its NWTCPConnection or NWUDPSession overrides, as on iOS.
+    /// Declared here because Foundation on Linux has no NSObject.observeValue to override.
+    open func observeValue(forKeyPath keyPath: String?, of object: Any?, change: [NSKeyValueChangeKey: Any]?,
+                           context: UnsafeMutableRawPointer?) {}
 }
 
 /// NETunnelProvider.

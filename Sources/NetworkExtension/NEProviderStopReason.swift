@@ -1,7 +1,7 @@
 /// NEProviderStopReason: why the system stops a provider. Same raw values as Apple's.
 /// On Linux the host passes `.userInitiated` for SIGTERM/SIGINT (`tunnelgate down`
-/// sends SIGTERM), `.providerFailed` when the provider's startTunnel failed, and
-/// `.none` is never passed.
+/// sends SIGTERM) and `stop` on the control socket (stopVPNTunnel), and `.sleep` when
+/// logind announces sleep and the protocol has disconnectOnSleep; no other reason.
 public enum NEProviderStopReason: Int, Sendable {
     case none = 0
     case userInitiated = 1

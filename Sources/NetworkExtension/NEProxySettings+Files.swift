@@ -48,8 +48,8 @@ extension NEProxySettings {
 /// What Linux can do with a tunnel's NEProxySettings: files that the programs in the tunnel's namespace
 /// read by convention, written by the engine (never enforced: a program that reads neither goes direct).
 ///
-/// - `pac`: a proxy auto-configuration script (`NAME.proxy.pac` in the namespace's state directory,
-///   `/run/tunnelgate/net-INODE/`), for browsers and libproxy-based programs: the provider's own script,
+/// - `pac`: a proxy auto-configuration script (`NAME.proxy.pac` in the namespace's proxy directory,
+///   `/run/tunnelgate-proxy/net-INODE/`, readable by all: Engine+Proxy), for browsers and libproxy-based programs: the provider's own script,
 ///   or one written from the settings. A written one is plain JavaScript that needs none of the PAC
 ///   helper functions and never resolves a name (it decides on the URL and host as given).
 /// - `pacURL`: the provider's `proxyAutoConfigurationURL`, to be shown as where the script is (it is
@@ -73,7 +73,7 @@ public struct TunnelgateProxyFiles: Equatable, Sendable {
 
     static let scriptLimit = 1 << 20
 
-    /// The file names in the state directory for the tunnel `name`.
+    /// The file names in the namespace's proxy directory for the tunnel `name` (StateDirectory.proxyPath).
     public static func pacFileName(tunnel name: String) -> String { "\(name).proxy.pac" }
     public static func environmentFileName(tunnel name: String) -> String { "\(name).proxy.env" }
 
@@ -141,6 +141,11 @@ public struct TunnelgateProxyFiles: Equatable, Sendable {
             files.environment.append(Variable(name: "NO_PROXY", value: noProxy))
         }
         return files
+    }
+
+    /// As the engine's model: the texts to write and the notes.
+    public var model: ProxyFiles {
+        ProxyFiles(pac: pac, pacURL: pacURL, environment: environment.isEmpty ? nil : environmentFileText, notes: notes)
     }
 
     /// The environment file: `NAME=value` lines (values hold no spaces, quotes or `$`: they are checked

@@ -75,7 +75,27 @@ extension NETunnelNetworkSettings {
             carrierEndpoints: t.carrierEndpoints(host.carrierEndpoints, at: "carrierEndpoints"),
             runtime: .none, meshAddressIndex: meshAddressIndex)
         settings.addRemoteAsCarrier()
-        return try t.finish(settings) { Self.networkExtensionKeyPath($0, mtuFromOverhead: mtuFromOverhead) }
+        // proxySettings: checked with the rest (every problem by key path), carried as the files to write.
+        var proxyProblems: [ConfigProblem] = []
+        if let proxy = proxySettings {
+            do throws(TunnelgateProxyFiles.Failure) { settings.proxy = try TunnelgateProxyFiles.make(proxy).model } catch {
+                switch error { case .invalid(let lines): proxyProblems = lines.map(Self.problem) }
+            }
+        }
+        let finished: TunnelSettings
+        do throws(ConfigurationError) {
+            finished = try t.finish(settings) { Self.networkExtensionKeyPath($0, mtuFromOverhead: mtuFromOverhead) }
+        } catch {
+            throw ConfigurationError(error.problems + proxyProblems)
+        }
+        guard proxyProblems.isEmpty else { throw ConfigurationError(proxyProblems) }
+        return finished
+    }
+
+    /// A `KEY.PATH: reason` line as a problem.
+    static func problem(_ line: String) -> ConfigProblem {
+        guard let colon = line.range(of: ": ") else { return ConfigProblem(path: "", reason: line) }
+        return ConfigProblem(path: String(line[..<colon.lowerBound]), reason: String(line[colon.upperBound...]))
     }
 
     static func routes(_ routes: [NEIPv4Route]?, _ path: String, _ t: inout SettingsTranslation) -> [Route] {

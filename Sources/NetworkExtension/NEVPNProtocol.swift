@@ -16,8 +16,8 @@ open class NEVPNProtocol: NSObject, @unchecked Sendable {
     /// iOS: keychain persistent references). Saved; the secret itself never is.
     open var passwordReference: Data?
     open var identityReference: Data?
-    /// Saved and handed to the provider. Not acted on yet: disconnecting on sleep needs the host to
-    /// follow logind's PrepareForSleep (issue 18).
+    /// Saved and handed to the provider host, which then follows logind's PrepareForSleep and stops the
+    /// tunnel with `stopTunnel(with: .sleep)` when the host is about to sleep (ProviderEngine, SleepWatch).
     open var disconnectOnSleep = false
 
     public override init() { super.init() }

@@ -33,7 +33,27 @@ struct NetworkSettingsWire: Codable, Equatable {
         var matchDomainsNoSearch: Bool
     }
 
+    /// NEProxySettings without any credential: the engine never writes one, so none crosses.
+    struct Proxy: Codable, Equatable {
+        struct Server: Codable, Equatable {
+            var address: String
+            var port: Int
+            var authenticationRequired: Bool
+        }
+        var autoProxyConfigurationEnabled: Bool
+        var pacURL: String?
+        var pacScript: String?
+        var httpEnabled: Bool
+        var http: Server?
+        var httpsEnabled: Bool
+        var https: Server?
+        var excludeSimpleHostnames: Bool
+        var exceptionList: [String]?
+        var matchDomains: [String]?
+    }
+
     var tunnelRemoteAddress: String
+    var proxy: Proxy?
     var packetTunnel: Bool
     var ipv4: IPv4?
     var ipv6: IPv6?
@@ -46,6 +66,15 @@ struct NetworkSettingsWire: Codable, Equatable {
         dns = s.dnsSettings.map {
             DNS(servers: $0.servers, searchDomains: $0.searchDomains, domainName: $0.domainName,
                 matchDomains: $0.matchDomains, matchDomainsNoSearch: $0.matchDomainsNoSearch)
+        }
+        proxy = s.proxySettings.map { p in
+            func server(_ s: NEProxyServer?) -> Proxy.Server? {
+                s.map { Proxy.Server(address: $0.address, port: $0.port, authenticationRequired: $0.authenticationRequired) }
+            }
+            return Proxy(autoProxyConfigurationEnabled: p.autoProxyConfigurationEnabled, pacURL: p.proxyAutoConfigurationURL?.absoluteString,
+                         pacScript: p.proxyAutoConfigurationJavaScript, httpEnabled: p.httpEnabled, http: server(p.httpServer),
+                         httpsEnabled: p.httpsEnabled, https: server(p.httpsServer), excludeSimpleHostnames: p.excludeSimpleHostnames,
+                         exceptionList: p.exceptionList, matchDomains: p.matchDomains)
         }
         guard let p = s as? NEPacketTunnelNetworkSettings else {
             packetTunnel = false
@@ -101,6 +130,28 @@ struct NetworkSettingsWire: Codable, Equatable {
             out = p
         } else {
             out = NETunnelNetworkSettings(tunnelRemoteAddress: tunnelRemoteAddress)
+        }
+        out.proxySettings = proxy.map { w in
+            func server(_ s: Proxy.Server?) -> NEProxyServer? {
+                s.map {
+                    let o = NEProxyServer(address: $0.address, port: $0.port)
+                    o.authenticationRequired = $0.authenticationRequired
+                    return o
+                }
+            }
+            let p = NEProxySettings()
+            p.autoProxyConfigurationEnabled = w.autoProxyConfigurationEnabled
+            // A URL the plane sent that Foundation cannot read stays a problem, not a silent nil.
+            p.proxyAutoConfigurationURL = w.pacURL.map { URL(string: $0) ?? URL(fileURLWithPath: "/unreadable URL") }
+            p.proxyAutoConfigurationJavaScript = w.pacScript
+            p.httpEnabled = w.httpEnabled
+            p.httpServer = server(w.http)
+            p.httpsEnabled = w.httpsEnabled
+            p.httpsServer = server(w.https)
+            p.excludeSimpleHostnames = w.excludeSimpleHostnames
+            p.exceptionList = w.exceptionList
+            p.matchDomains = w.matchDomains
+            return p
         }
         out.dnsSettings = dns.map {
             let d = NEDNSSettings(servers: $0.servers)

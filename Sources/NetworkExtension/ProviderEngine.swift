@@ -1,3 +1,4 @@
+import DNSConfig
 import Engine
 import Foundation
 import LinuxSystem
@@ -77,6 +78,19 @@ final class ProviderEngine {
             of: proto, store: SecretStore(directory: ProcessControl.environmentValue("TUNNELGATE_SECRETS") ?? SecretStore.defaultDirectory))
         let session = TunnelSession(engine: engine, source: .provider(source), user: user,
                                     planeLog: FileDescriptor(rawValue: 2), log: { [log] in log($0) })
+        // disconnectOnSleep: as on iOS, the tunnel stops when the host is about to sleep (logind's
+        // PrepareForSleep(true)); where no logind runs, nothing is followed and status says so.
+        // Without it, the provider's sleep() and wake() are called as the host sleeps and wakes.
+        let disconnect = proto?.disconnectOnSleep == true
+        session.disconnectOnSleep = disconnect
+        do throws(SleepWatch.Unavailable) {
+            let watch = try SleepWatch()
+            session.sleepWatch = watch
+            if disconnect { session.sleepNote = "following logind's PrepareForSleep on \(watch.address)" }
+        } catch {
+            if disconnect { session.sleepNote = "not followed: \(error)" }
+        }
+        if disconnect { log("disconnectOnSleep: \(session.sleepNote ?? "")") }
         do throws(SessionError) { try session.prepare() } catch {
             log("cannot start the provider's packet plane: \(error)")
             engine.recordDisconnect(name, message: "\(error)")
@@ -87,7 +101,10 @@ final class ProviderEngine {
         // How the provider ended: what is removed, what is recorded for fetchLastDisconnectError.
         var keepKillSwitch = false
         var code: Int32 = 0
+        var reason = NEProviderStopReason.userInitiated
         switch end {
+        case .sleep:
+            reason = .sleep
         case .signal, .stopRequested:
             if end == .stopRequested { log("stop requested on the control socket: stopping the provider") }
         case .startFailed(let error):
@@ -106,7 +123,7 @@ final class ProviderEngine {
             code = 1
         }
         do throws(EngineError) {
-            let note = try session.stop(keepKillSwitch: keepKillSwitch, providerReason: NEProviderStopReason.userInitiated.rawValue)
+            let note = try session.stop(keepKillSwitch: keepKillSwitch, providerReason: reason.rawValue)
             if !note.isEmpty { log(note.trimmingCharacters(in: .whitespacesAndNewlines)) }
         } catch {
             log("removing the settings failed: \(error)")

@@ -89,6 +89,9 @@ final class ProviderPlane: NEProviderSystem, @unchecked Sendable {
     /// Runs the provider until the engine says stop, the provider cancels, or the engine goes.
     func run(_ provider: NEPacketTunnelProvider, options: [String: NSObject]?) -> Int32 {
         provider.system = self
+        // The carrier resolver keeps the namespace's nameservers now, before any settings of the
+        // tunnel's can rewrite resolv.conf (CarrierResolver).
+        CarrierResolver.snapshot()
         nonisolated(unsafe) let options = options
         providerQueue.async { [self] in
             provider.startTunnel(options: options) { [self] error in
@@ -166,6 +169,15 @@ final class ProviderPlane: NEProviderSystem, @unchecked Sendable {
             case .message(.path(let satisfied), _, let fds):
                 for fd in fds { fd.close() }
                 provider.tunnelgateState.setDefaultPath(NWPath(status: satisfied ? .satisfied : .unsatisfied))
+            case .message(.sleep(let sleeping), _, let fds):
+                for fd in fds { fd.close() }
+                if sleeping {
+                    let done = DispatchSemaphore(value: 0)
+                    providerQueue.async { provider.sleep { done.signal() } }
+                    if done.wait(timeout: .now() + 5) == .timedOut { log("sleep did not complete within 5 s") }
+                } else {
+                    providerQueue.async { provider.wake() }
+                }
             case .message(.stopTunnel(let code), _, let fds):
                 for fd in fds { fd.close() }
                 let done = DispatchSemaphore(value: 0)

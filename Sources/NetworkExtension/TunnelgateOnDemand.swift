@@ -2,9 +2,10 @@ import Foundation
 import TunnelgateSettings
 
 /// On-demand rules evaluated as iOS does, as pure functions: given what the primary link looks like,
-/// the first rule that matches decides. The engine calls `evaluate` on each network change (links up
-/// and down, addresses, DNS) for a manager with `isOnDemandEnabled`, and connects, disconnects or
-/// leaves the tunnel as the decision says; the probe is the caller's (an HTTP GET outside the tunnel).
+/// the first rule that matches decides. `tunnelgate on-demand` (TunnelgateOnDemandWatcher) calls
+/// `evaluate` on each network change (links up and down, addresses, routes, DNS) for a manager with
+/// `isOnDemandEnabled`, and connects, disconnects or leaves the tunnel as the decision says; the probe
+/// is the caller's (an HTTP GET outside the tunnel; the watcher does not fetch one yet).
 public enum TunnelgateOnDemand {
     /// The primary link as the rules see it.
     public struct Network: Sendable, Equatable {

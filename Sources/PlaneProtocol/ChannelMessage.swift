@@ -23,6 +23,9 @@ public enum EngineMessage: Codable, Sendable, Equatable {
     /// A provider's plane: whether a carrier endpoint has a path now (the engine's carrier-path check),
     /// for `NEProvider.defaultPath`; sent when the tunnel runs and at each change.
     case path(satisfied: Bool)
+    /// A provider's plane: logind said the host is about to sleep (true) or woke (false), for
+    /// `NEProvider.sleep(completionHandler:)` and `wake()`; not sent when the tunnel stops for sleep.
+    case sleep(Bool)
     /// The answer to a provider's `apply` (setTunnelNetworkSettings): nil error is success; a success
     /// that made a new TUN carries its descriptor.
     case applied(id: UInt64, error: String?, code: Int?)

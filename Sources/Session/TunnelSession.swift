@@ -1,3 +1,4 @@
+import DNSConfig
 import Engine
 import LinuxSystem
 import PlaneProtocol
@@ -172,6 +173,8 @@ public final class TunnelSession {
         case cancelled(DisconnectError?)
         /// The isolate namespace went away (`namespaceWatch`): why.
         case namespaceGone(String)
+        /// logind said the host is about to sleep (`sleepWatch`: a provider with disconnectOnSleep).
+        case sleep
     }
 
     public let engine: Engine
@@ -207,6 +210,14 @@ public final class TunnelSession {
     /// In isolate mode with `--netns`, what tells that the namespace went (its process exited, its file
     /// was removed): the loop ends with `.namespaceGone` then.
     public var namespaceWatch: NamespaceWatch?
+    /// For a provider whose protocol has disconnectOnSleep: logind's PrepareForSleep; the loop ends
+    /// with `.sleep` when the host is about to sleep. `sleepNote` says so (or why not) in the record.
+    public var sleepWatch: SleepWatch?
+    public var sleepNote: String?
+    /// With a sleep watch: whether the tunnel stops when the host sleeps (disconnectOnSleep), or the
+    /// provider is told (`sleep`, `wake`) and the tunnel stays.
+    public var disconnectOnSleep = true
+    private var asleep = false
 
     /// A session for a configuration (`tunnelgate up`).
     public convenience init(engine: Engine, settings: TunnelSettings, package: PlanePackage, user: PlaneUser,
@@ -455,6 +466,7 @@ public final class TunnelSession {
             let monitorEnd = set.count
             for fd in plane?.descriptors ?? [] { set.add(fd, .readable) }
             let namespaceIndex = namespaceWatch.map { set.add($0.descriptor, .readable) }
+            let sleepIndex = sleepWatch.map { set.add($0.descriptor, .readable) }
             var timeout = nextPublish - now
             if let monitor, monitor.timeoutMilliseconds() >= 0 { timeout = min(timeout, Double(monitor.timeoutMilliseconds()) / 1000) }
             if case .restarting(_, _, let at, _) = state { timeout = min(timeout, at - now) }
@@ -476,6 +488,28 @@ public final class TunnelSession {
             if let namespaceIndex, set.events(at: namespaceIndex) != [], let why = namespaceWatch?.gone() {
                 publish(force: true)
                 return .namespaceGone(why)
+            }
+            if let sleepIndex, set.events(at: sleepIndex) != [], let watch = sleepWatch {
+                do throws(SystemBusError) {
+                    for sleeping in try watch.next() {
+                        if !sleeping { log("the host woke (logind's PrepareForSleep(false))") }
+                        if sleeping && disconnectOnSleep {
+                            log("the host is about to sleep (logind's PrepareForSleep): stopping the tunnel (disconnectOnSleep)")
+                            publish(force: true)
+                            return .sleep
+                        }
+                        // The provider is told once per sleep and once per wake after it.
+                        guard !disconnectOnSleep, sleeping != asleep, let plane else { continue }
+                        asleep = sleeping
+                        if sleeping { log("the host is about to sleep (logind's PrepareForSleep): telling the provider") }
+                        try? plane.send(.sleep(sleeping))
+                    }
+                } catch {
+                    log("disconnectOnSleep: no longer followed: \(error)")
+                    sleepWatch = nil
+                    sleepNote = "not followed: the system bus went away (\(error))"
+                    tunnel?.publish(disconnectOnSleep: sleepNote)
+                }
             }
             if let end = watchPlane() {
                 guard case .runtimeFailed(let reason) = end, let tunnel, tunnel.plan.hasKillSwitch else { return end }
@@ -734,6 +768,7 @@ public final class TunnelSession {
             state = providerStarted ? .running(plane, tunnel, since: ProcessControl.monotonicSeconds()) : .applied(plane, tunnel)
             tunnel.publish(planePID: plane.process.pid, planeUser: user.uid, mountNamespace: plane.mountNamespace)
             tunnel.publish(status: status)
+            if let sleepNote { tunnel.publish(disconnectOnSleep: sleepNote) }
             do throws(SessionError) { try serve() } catch { log("\(error)") }
             return (nil, nil, tunnel.tun.descriptor)
         } catch {

@@ -42,6 +42,9 @@ public struct TunnelSettings: Sendable, Equatable {
     /// `resolvingMeshAddress` fills it in, that entry is 0.0.0.0 and the
     /// settings cannot be planned.
     public var meshAddressIndex: Int?
+    /// A NetworkExtension provider's `proxySettings`, as the files the engine writes (`ProxyFiles`);
+    /// not part of a configuration file.
+    public var proxy: ProxyFiles?
 
     public static let defaultName = "tg0"
     public static let defaultMTU = 1500

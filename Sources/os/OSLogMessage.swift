@@ -64,6 +64,25 @@ public struct OSLogInterpolation: StringInterpolationProtocol {
         append(privacy, isScalar: false) { align.pad(value().description) }
     }
 
+    /// An error (`logger.error("failed: \(error)")`, as Apple's overlay has it): its description,
+    /// private under .auto like any other description.
+    public mutating func appendInterpolation(_ error: @autoclosure @escaping () -> any Error, privacy: OSLogPrivacy = .auto,
+                                             attributes: String = "") {
+        append(privacy, isScalar: false) { String(describing: error()) }
+    }
+
+    /// Raw bytes (`format: .none`, the only pointer format offered here): their hex digits, private
+    /// under .auto (the bytes may hold anything).
+    public mutating func appendInterpolation(_ pointer: @autoclosure @escaping () -> UnsafeRawBufferPointer,
+                                             format: OSLogPointerFormat = .none, privacy: OSLogPrivacy = .auto) {
+        append(privacy, isScalar: false) { OSLogPointerFormat.hex(pointer()) }
+    }
+
+    public mutating func appendInterpolation(_ pointer: @autoclosure @escaping () -> UnsafeRawPointer, bytes: @autoclosure @escaping () -> Int,
+                                             format: OSLogPointerFormat = .none, privacy: OSLogPrivacy = .auto) {
+        append(privacy, isScalar: false) { OSLogPointerFormat.hex(UnsafeRawBufferPointer(start: pointer(), count: max(0, bytes()))) }
+    }
+
     /// A type, public under .auto.
     public mutating func appendInterpolation(_ value: @autoclosure @escaping () -> Any.Type,
                                              align: OSLogStringAlignment = .none, privacy: OSLogPrivacy = .auto) {
@@ -142,5 +161,23 @@ public struct OSLogInterpolation: StringInterpolationProtocol {
             case .answer: boolean() ? "YES" : "NO"
             }
         }
+    }
+}
+
+/// OSLogPointerFormat: how pointed-to bytes are written. Only `.none` (hex digits) is offered on Linux;
+/// Apple's decoders of addresses, times and UUIDs are not.
+public struct OSLogPointerFormat: Equatable, Sendable {
+    let kind: Int
+    public static var none: OSLogPointerFormat { OSLogPointerFormat(kind: 0) }
+
+    static func hex(_ bytes: UnsafeRawBufferPointer) -> String {
+        let digits = Array("0123456789abcdef")
+        var out = ""
+        out.reserveCapacity(bytes.count * 2)
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 0x0F)])
+        }
+        return out
     }
 }

@@ -20,7 +20,7 @@ struct UsageError: Error {
 }
 
 enum Command: String, CaseIterable {
-    case validate, plan, up, exec, down, status, list, message, secret, metrics, help
+    case validate, plan, up, exec, down, status, list, message, secret, metrics, onDemand = "on-demand", help
 
     var usage: String {
         switch self {
@@ -34,6 +34,7 @@ enum Command: String, CaseIterable {
         case .message: "tunnelgate message NAME DATA [--netns NS]"
         case .secret: "tunnelgate secret add NAME [--replace] < SECRET  |  tunnelgate secret remove NAME  |  tunnelgate secret list"
         case .metrics: "tunnelgate metrics [--listen ADDR:PORT] [--allow-non-loopback] [--netns NS]... [--all-namespaces]"
+        case .onDemand: "tunnelgate on-demand"
         case .help: "tunnelgate help [SUBCOMMAND]"
         }
     }
@@ -50,6 +51,7 @@ enum Command: String, CaseIterable {
         case .message: "Send DATA to the tunnel's runtime (app_message) and print its reply."
         case .secret: "Keep the secrets a provider's passwordReference and identityReference name (root only)."
         case .metrics: "Serve the tunnels' state and counters as Prometheus metrics over HTTP."
+        case .onDemand: "Connect and disconnect the saved on-demand VPN configurations as their rules say, on network changes."
         case .help: "Show help for a subcommand."
         }
     }
@@ -86,6 +88,8 @@ enum Command: String, CaseIterable {
             text += "\nThe store is /etc/tunnelgate/secrets: a directory only root may enter, one file\nof mode 0600 per secret. add reads the secret from standard input (never an\nargument or the environment; a terminal is refused), at most 64 KB, and drops one\ntrailing newline. list prints the names, never a secret. A provider's\nconfiguration refers to one as TunnelgateSecretStore.reference(named: NAME); the\nengine reads it and hands it to the provider's packet plane, which cannot read\nthe store itself.\n"
         case .metrics:
             text += metricsHelpText
+        case .onDemand:
+            text += onDemandHelpText
         case .help:
             break
         }
@@ -230,6 +234,9 @@ extension CommandLine {
             return try metrics(&rest)
         case .secret:
             return try secret(&rest)
+        case .onDemand:
+            try noMore(rest, command)
+            return try onDemand()
         case .list:
             let json = takeFlag(&rest, "--json")
             try noMore(rest, command)

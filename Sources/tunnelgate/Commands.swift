@@ -261,6 +261,7 @@ extension CommandLine {
         switch session.run(signals: signals) {
         case .signal(let signal): printError("tunnelgate: \(name): stopping (signal \(signal))")
         case .stopRequested: printError("tunnelgate: \(name): stopping (stop requested)")
+        case .sleep: printError("tunnelgate: \(name): stopping (the host is going to sleep)")  // providers only
         case .failedClosed(let reason):
             failure = "failed closed: \(reason)"
         case .runtimeFailed(let reason):
@@ -367,6 +368,8 @@ extension CommandLine {
     static func down(_ name: String, netns: NamespaceReference?, keepKillSwitch: Bool) throws -> Int32 {
         if let reason = InterfaceName.problem(name) { throw UsageError(message: reason, command: .down) }
         let gateway = try Engine(namespace: try existingNamespace(netns))
+        // A user's disconnect; not the units' ExecStopPost= (--keep-kill-switch), which cleans up after a stop.
+        if netns == nil, !keepKillSwitch { userDisconnected(name) }
         try gateway.down(name, keepKillSwitch: keepKillSwitch)
         if keepKillSwitch, gateway.hasKillSwitchInPlace(name) {
             print("\(name): down, everything removed but its kill switch, which stays until `tunnelgate down \(name)` or the next `up`")
@@ -462,6 +465,14 @@ extension CommandLine {
         if !r.addresses.isEmpty { lines.append("  addresses: \(r.addresses.joined(separator: ", "))") }
         if let dns = r.dns { lines.append("  dns: \(dns)") }
         if let carriers = r.carrierExemption { lines.append("  carrier exemption: \(carriers)") }
+        if let sleep = r.disconnectOnSleep { lines.append("  disconnect on sleep: \(sleep)") }
+        if let proxy = r.proxy {
+            // Written for programs that look; Linux has no system proxy, so nothing is enforced.
+            var files = [proxy.pacFile.map { "PAC \($0)" }, proxy.environmentFile.map { "environment \($0)" }].compactMap { $0 }
+            if let url = proxy.pacURL { files.append("PAC URL \(url) (not fetched)") }
+            lines.append("  proxy (not enforced): \(files.isEmpty ? "no files" : files.joined(separator: ", "))")
+            for note in proxy.notes { lines.append("    note: \(note)") }
+        }
         if let pid = r.planePID {
             let sandbox = r.planeMountNamespace == false ? "unprivileged, sandboxed without its mount namespace" : "unprivileged, sandboxed"
             lines.append("  packet plane: pid \(pid), uid \(r.planeUser.map(String.init) ?? "?") (\(sandbox))")

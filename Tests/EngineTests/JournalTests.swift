@@ -6,6 +6,19 @@ import TunnelgateSettings
 import XCTest
 
 final class JournalTests: XCTestCase {
+    func testFileRecordsOfWrittenFiles() throws {
+        let path = "/tmp/tunnelgate-journal-files-\(getpid())"
+        defer { FileSystem.remove(path) }
+        let journal = try Journal(path: path, name: "tg0", slot: TunnelSlot(index: 2))
+        try journal.append([Journal.fileRecord("/run/tunnelgate-proxy/net-1/tg0.proxy.pac"),
+                            Journal.fileRecord("/run/tunnelgate-proxy/net-1/tg0.proxy.env"),
+                            Journal.fileRecord("/run/tunnelgate-proxy/net-1/tg0.proxy.pac"),  // written again: one entry
+                            "file relative/path", "file /run/../etc/passwd", "file /a b"])
+        let read = try XCTUnwrap(try Journal.read(path: path))
+        XCTAssertEqual(read.files, ["/run/tunnelgate-proxy/net-1/tg0.proxy.pac", "/run/tunnelgate-proxy/net-1/tg0.proxy.env"],
+                       "relative paths, paths that climb and malformed lines are never taken for files to remove")
+    }
+
     func testJournalRoundTripAndTornLine() throws {
         let path = "/tmp/tunnelgate-journal-test-\(getpid())"
         defer { FileSystem.remove(path) }

@@ -73,6 +73,35 @@ final class OSLogTests: XCTestCase {
         XCTAssertFalse(got.joined().contains(secret))
     }
 
+    /// What Apple's overlay also takes and providers write: `\(error)` (any Error, iOS 14's overload) and
+    /// raw bytes; both private by default.
+    func testErrorsAndBytesAsOnIOS() throws {
+        struct Refused: Error, CustomStringConvertible { var description: String { "refused by hunter2-host" } }
+        let log = Logger(subsystem: "p", category: "c")
+        let error: any Error = Refused()
+        let nsError: any Error = NSError(domain: "VPN", code: 7, userInfo: [NSLocalizedDescriptionKey: "token hunter2 expired"])
+        let bytes: [UInt8] = [0xde, 0xad, 0x00, 0x0f]
+        let got = try lines {
+            log.error("failed: \(error)")
+            log.error("failed: \(error, privacy: .public)")
+            log.error("ns: \(nsError, privacy: .private(mask: .hash)) then \(nsError, privacy: .public)")
+            bytes.withUnsafeBytes { raw in
+                log.debug("bytes \(raw) \(raw, privacy: .public) \(raw.baseAddress!, bytes: 2, privacy: .public)")
+            }
+        }
+        XCTAssertEqual(got.count, 4, "\(got)")
+        XCTAssertEqual(got[0], "[p:c] error: failed: <private>")
+        XCTAssertEqual(got[1], "[p:c] error: failed: refused by hunter2-host")
+        XCTAssertTrue(got[2].hasPrefix("[p:c] error: ns: <mask.hash: '"), got[2])
+        // The public one is NSError's description (domain, code, userInfo), the hashed one is not there.
+        let halves = got[2].components(separatedBy: " then ")
+        XCTAssertEqual(halves.count, 2, got[2])
+        XCTAssertFalse(halves[0].contains("hunter2"), got[2])
+        XCTAssertTrue(halves[1].hasPrefix("Error Domain=VPN Code=7") && halves[1].contains("token hunter2 expired"), got[2])
+        XCTAssertEqual(got[3], "[p:c] debug: bytes <private> dead000f dead")
+        XCTAssertFalse(got[0].contains("hunter2"))
+    }
+
     func testMaskHash() throws {
         let log = Logger(subsystem: "p", category: "c")
         let got = try lines {

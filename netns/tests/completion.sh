@@ -54,7 +54,7 @@ options_of() {
   "$TG" help "$1" | awk '/^USAGE:/ || /^OPTIONS:/ { on = 1 } /^$/ { on = 0 } on' |
     grep -oE '(^|[ [])--[a-z][a-z-]*' | sed 's/^[ [ ]*//' | sort -u
 }
-check_eq "tunnelgate --help lists eleven subcommands" 11 "$(printf '%s\n' "$subcommands" | grep -c .)"
+check_eq "tunnelgate --help lists twelve subcommands" 12 "$(printf '%s\n' "$subcommands" | grep -c .)"
 check_eq "tunnelgate help up names --netns, --detach and --restart" $'--detach\n--netns\n--restart' "$(options_of up)"
 
 shells=(bash)

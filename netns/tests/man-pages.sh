@@ -44,7 +44,7 @@ done
 
 # What the check compares with, so a vacuous pass would show.
 subcommands=$("$TG" --help | sed -n '/^SUBCOMMANDS:/,/^$/s/^  \([a-z][a-z-]*\) .*/\1/p')
-check_eq "tunnelgate --help lists the eleven subcommands the check walks" "validate plan up exec down status list message secret metrics help" \
+check_eq "tunnelgate --help lists the twelve subcommands the check walks" "validate plan up exec down status list message secret metrics on-demand help" \
   "$(printf '%s\n' "$subcommands" | tr '\n' ' ' | sed 's/ $//')"
 rendered=$(cat "$out/tunnelgate.8.txt")
 for sub in $subcommands; do

@@ -7,10 +7,11 @@
 #                         /etc/wireguard/NAME.conf) and files
 #   down, status, message running tunnels (`tunnelgate status --json`, of --netns NS when given)
 #   secret                add, remove, list
+#   on-demand             nothing (no arguments)
 #   help                  subcommands
 # netns/tests/completion.sh checks the lists below against `tunnelgate help`.
 
-_tunnelgate_subcommands="validate plan up exec down status list message secret metrics help"
+_tunnelgate_subcommands="validate plan up exec down status list message secret metrics on-demand help"
 
 # _tunnelgate_options SUBCOMMAND: the options `tunnelgate help SUBCOMMAND` lists.
 _tunnelgate_options() {
