@@ -43,6 +43,9 @@ let package = Package(
         .target(name: "CTunnelgateTLS", dependencies: ["COpenSSL"]),
         // The public C header of the runtime ABI (tunnelgate_runtime.h).
         .target(name: "CTunnelgateRuntime"),
+        // WireGuard's transport AEAD through OpenSSL's libcrypto (libssl-dev): its ChaCha20-Poly1305 is
+        // about twice libsodium 1.0.18's on this CPU (docs/performance.md).
+        .target(name: "CTransportAEAD", linkerSettings: [.linkedLibrary("crypto")]),
         // The example runtime: IP packets in UDP, sealed with XChaCha20-Poly1305 (libsodium).
         .target(name: "CExampleRuntime", dependencies: ["CTunnelgateRuntime", "CSodium"]),
         // The kernel macros, ioctls and glibc-only calls Swift cannot import.
@@ -69,7 +72,7 @@ let package = Package(
         // MeshGuard's tunnel ABI (libsodium: the node's Ed25519 identity from its seed, for its mesh address).
         .target(name: "Runtimes", dependencies: ["RuntimeABI", "TUN", "CTunnelgateRuntime", "CSodium", "LinuxSystem", "TunnelgateSettings"]),
         // The built-in userspace WireGuard: Noise_IKpsk2 over libsodium, timers, cryptokey routing, UAPI.
-        .target(name: "WireGuard", dependencies: ["CSodium", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings"]),
+        .target(name: "WireGuard", dependencies: ["CSodium", "CTransportAEAD", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings"]),
         // The packet plane's seccomp allow-list (libseccomp, Debian's libseccomp-dev).
         .target(name: "CPlaneSeccomp", linkerSettings: [.linkedLibrary("seccomp")]),
         // The engine–plane channel: messages and their framing over a SOCK_SEQPACKET pair; a plane's lock-down.

@@ -9,8 +9,9 @@ packages=(
   libmnl-dev      # netlink (rtnetlink) over libmnl
   libnftnl-dev    # nftables objects over libnftnl
   libseccomp-dev  # the packet plane's seccomp allow-list (CPlaneSeccomp)
-  libsodium-dev   # X25519 and ChaCha20-Poly1305 for the built-in WireGuard; the example runtime's AEAD
-  libssl-dev      # OpenSSL 3: TLS of a NetworkExtension provider's createTCPConnection (COpenSSL, CTunnelgateTLS)
+  libsodium-dev   # X25519 and the handshake's AEADs for the built-in WireGuard; the example runtime's AEAD
+  libssl-dev      # OpenSSL 3: the built-in WireGuard's transport ChaCha20-Poly1305 (CTransportAEAD); TLS of a
+                  # NetworkExtension provider's createTCPConnection (COpenSSL, CTunnelgateTLS)
   ca-certificates # the system trust store (/etc/ssl/certs) those connections verify servers against
   openssl         # openssl(1): the provider-connection scenario makes its CA and runs its TLS server with it
   libsystemd-dev  # sd-bus: the D-Bus client of the systemd-resolved DNS backend

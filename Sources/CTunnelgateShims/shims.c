@@ -134,9 +134,10 @@ int CTunnelgateShims_poll_nanoseconds(struct pollfd *fds, unsigned long count, l
 enum { batch_limit = 128 };
 
 int CTunnelgateShims_receive_batch(int fd, void *buffers, size_t slot_size, unsigned count, size_t *lengths,
-                                   void *addresses, size_t address_size) {
+                                   void *addresses, size_t address_size, uint16_t *segment_sizes) {
     struct mmsghdr messages[batch_limit];
     struct iovec vectors[batch_limit];
+    union { char bytes[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } controls[batch_limit];
     if (count > batch_limit) count = batch_limit;
     for (unsigned i = 0; i < count; i++) {
         vectors[i].iov_base = (char *)buffers + (size_t)i * slot_size;
@@ -146,13 +147,29 @@ int CTunnelgateShims_receive_batch(int fd, void *buffers, size_t slot_size, unsi
         messages[i].msg_hdr.msg_iovlen = 1;
         messages[i].msg_hdr.msg_name = (char *)addresses + (size_t)i * address_size;
         messages[i].msg_hdr.msg_namelen = (socklen_t)address_size;
+        if (segment_sizes != NULL) {
+            messages[i].msg_hdr.msg_control = controls[i].bytes;
+            messages[i].msg_hdr.msg_controllen = sizeof controls[i].bytes;
+        }
     }
     int n;
     do {
         n = recvmmsg(fd, messages, count, MSG_DONTWAIT, NULL);
     } while (n < 0 && errno == EINTR);
     if (n < 0) return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
-    for (int i = 0; i < n; i++) lengths[i] = messages[i].msg_len;
+    for (int i = 0; i < n; i++) {
+        lengths[i] = messages[i].msg_len;
+        if (segment_sizes == NULL) continue;
+        // With UDP_GRO, a run of one sender's datagrams arrives as one, cut every gso_size bytes.
+        segment_sizes[i] = 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&messages[i].msg_hdr); c != NULL; c = CMSG_NXTHDR(&messages[i].msg_hdr, c)) {
+            if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+                int size;
+                memcpy(&size, CMSG_DATA(c), sizeof size);
+                if (size > 0 && size <= 0xFFFF) segment_sizes[i] = (uint16_t)size;
+            }
+        }
+    }
     return n;
 }
 

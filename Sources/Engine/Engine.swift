@@ -686,16 +686,33 @@ public final class Engine {
         guard FileSystem.exists(state.journalPath(name)) || FileSystem.exists(state.path + "/\(name).dns") else { return }
         log?("removing what an earlier run of \(name) left behind\(keepFirewall ? " (its kill switch stays until replaced)" : "")")
         try teardown(name: name, tun: nil, keepFirewall: keepFirewall, keepRecord: keepRecord)
-        // The built-in WireGuard's API socket, made by the dead owner: gone unless someone listens on it.
-        let socket = Self.wireGuardSocketPath(name)
-        if FileSystem.exists(socket), (try? UnixSocket.connect(to: socket)).map({ $0.close() }) == nil {
-            FileSystem.remove(socket)
+        // The built-in WireGuard's API socket, made by the dead owner (under the name, or under the name
+        // and this namespace): gone unless someone listens on it.
+        let inode = isolatedNamespace?.inode ?? (try? ProcessControl.networkNamespaceIdentity()) ?? 0
+        for socket in [Self.wireGuardSocketPath(name), Self.wireGuardSocketPath(name, namespace: inode)] {
+            if FileSystem.exists(socket), (try? UnixSocket.connect(to: socket)).map({ $0.close() }) == nil {
+                FileSystem.remove(socket)
+            }
         }
     }
 
     /// Where wg(8) looks for the userspace interface `name`'s API socket, which the engine makes for the
     /// built-in WireGuard's packet plane.
     public static func wireGuardSocketPath(_ name: String) -> String { "/var/run/wireguard/\(name).sock" }
+
+    /// The API socket of the tunnel `name` in the namespace with inode `namespace` when a live tunnel of
+    /// that name in another namespace holds `wireGuardSocketPath(name)`: wg(8) looks in one directory for
+    /// every namespace, so the second is reached under `wireGuardAlias(name, namespace:)`.
+    public static func wireGuardSocketPath(_ name: String, namespace: UInt64) -> String {
+        "/var/run/wireguard/\(wireGuardAlias(name, namespace: namespace)).sock"
+    }
+
+    /// `NAME@ID`, ID the namespace's inode in base 36, NAME cut so that the whole is at most 15
+    /// characters: wg(8) copies an interface name into IFNAMSIZ bytes before `set` looks for its socket.
+    public static func wireGuardAlias(_ name: String, namespace: UInt64) -> String {
+        let id = "@" + String(namespace, radix: 36)
+        return String(name.prefix(max(1, 15 - id.count))) + id
+    }
 
     /// `down`'s cleanup under the name's lock: the residue goes, the record says disconnected until the
     /// lock is released, and goes then (as when an owner stops) — unless a new owner has written its own.

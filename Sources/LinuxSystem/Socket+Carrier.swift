@@ -134,12 +134,24 @@ extension FileDescriptor {
 
     /// recvmmsg(MSG_DONTWAIT) of up to `count` datagrams (CTunnelgateShims_receive_batch): datagram i
     /// lands at `buffers + i * slotSize` (at most `slotSize` bytes, its length in `lengths[i]`), its
-    /// source at `addresses + i * SocketAddress.storageSize`. How many arrived; 0 when none was waiting.
+    /// source at `addresses + i * SocketAddress.storageSize`, and with `segmentSizes` its UDP_GRO
+    /// segment size (0: one datagram). How many arrived; 0 when none was waiting.
     public func receiveDatagrams(into buffers: UnsafeMutableRawPointer, slotSize: Int, count: Int,
-                                 lengths: UnsafeMutablePointer<Int>, addresses: UnsafeMutableRawPointer) throws(SystemCallError) -> Int {
+                                 lengths: UnsafeMutablePointer<Int>, addresses: UnsafeMutableRawPointer,
+                                 segmentSizes: UnsafeMutablePointer<UInt16>? = nil) throws(SystemCallError) -> Int {
         Int(try syscall("recvmmsg") {
-            CTunnelgateShims_receive_batch(rawValue, buffers, slotSize, UInt32(count), lengths, addresses, SocketAddress.storageSize)
+            CTunnelgateShims_receive_batch(rawValue, buffers, slotSize, UInt32(count), lengths, addresses, SocketAddress.storageSize,
+                                           segmentSizes)
         })
+    }
+
+    /// setsockopt(UDP_GRO): the kernel may hand this UDP socket a run of one sender's datagrams as one
+    /// (each receive then says the segment size), instead of one receive per datagram.
+    public func setUDPReceiveOffload(_ on: Bool) throws(SystemCallError) {
+        var value: Int32 = on ? 1 : 0
+        _ = try syscall("setsockopt(UDP_GRO, \(value))") {
+            setsockopt(rawValue, Int32(IPPROTO_UDP), 104 /* UDP_GRO */, &value, socklen_t(MemoryLayout<Int32>.size))
+        }
     }
 
     /// sendmmsg of `count` datagrams (CTunnelgateShims_send_batch): datagram i is `lengths[i]` bytes at

@@ -72,6 +72,13 @@ public final class PacketChannel: Sendable {
             return written
         }
 
+        public func write(_ pieces: IOVectors, header: VirtioNetHeader) -> Bool {
+            var packet: [UInt8] = []
+            packet.reserveCapacity(pieces.byteCount)
+            for i in 0..<pieces.count { packet.append(contentsOf: pieces[i]) }
+            return outgoing.put(packet, header: carriesVirtioHeader ? header : VirtioNetHeader())
+        }
+
         public func write(_ packet: UnsafeRawBufferPointer) throws(SystemCallError) -> Int {
             outgoing.put(Array(packet), header: VirtioNetHeader()) ? packet.count : 0
         }

@@ -36,6 +36,11 @@ public protocol PacketIO: AnyObject, Sendable {
     /// refuses is skipped and the rest still go: what was written.
     func write(_ batch: PacketBatch) -> PacketBatch.Written
 
+    /// Writes one packet gathered from `pieces`, with `header` in the `headerSize` bytes before piece 0
+    /// (which must be writable) when the I/O carries one: a super-packet's merged headers then its
+    /// segments' payloads where they lie (`PacketCoalescer`). Whether the other side took it whole.
+    func write(_ pieces: IOVectors, header: VirtioNetHeader) -> Bool
+
     /// Writes one packet that has no headroom (a GSO_NONE virtio_net_hdr is sent before it when the
     /// I/O carries one): the bytes of `packet` written. Safe from any thread.
     func write(_ packet: UnsafeRawBufferPointer) throws(SystemCallError) -> Int

@@ -67,6 +67,18 @@ public final class TunPacketIO: PacketIO {
         return written
     }
 
+    public func write(_ pieces: IOVectors, header: VirtioNetHeader) -> Bool {
+        guard pieces.count > 0 else { return false }
+        let size = headerSize
+        if size > 0 {
+            header.store(to: UnsafeMutableRawPointer(mutating: pieces[0].baseAddress! - size))
+            pieces.extendFirst(before: size)
+        }
+        defer { if size > 0 { pieces.extendFirst(before: -size) } }
+        let total = pieces.byteCount
+        return (try? descriptor.write(pieces)) == total
+    }
+
     public func write(_ packet: UnsafeRawBufferPointer) throws(SystemCallError) -> Int {
         guard carriesVirtioHeader else { return try descriptor.write(packet) }
         var zero: (UInt64, UInt16) = (0, 0)  // the first 10 bytes: a GSO_NONE header

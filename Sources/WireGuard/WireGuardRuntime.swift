@@ -186,7 +186,7 @@ public final class WireGuardRuntime: HostedRuntime {
             uapi = handedOverUAPI.map { .handedOver($0) }
             handedOverUAPI = nil  // the device's now, whether or not it starts
         }
-        try device.start(tun: io, fwmark: slotMark, uapi: uapi, udpSegmentation: offloads)
+        try device.start(tun: io, fwmark: slotMark, uapi: uapi, udpSegmentation: offloads, receiveOffload: offloads)
         started = true
     }
 
@@ -206,7 +206,7 @@ public final class WireGuardRuntime: HostedRuntime {
         }
         let interface = phase == .ready || phase == .reconnecting ? interfaceName : nil
         var json = "{\"state\":\"\(phase.rawValue)\",\"interface\":\(interface.map { JSONValue.quoted($0) } ?? "null"),"
-        json += "\"packetPath\":\"fd\",\"kind\":\"wireguard\",\"listenPort\":\(s.listenPort),\"tunOffloads\":\(s.tunOffloads),\"peers\":["
+        json += "\"packetPath\":\"fd\",\"kind\":\"wireguard\",\"listenPort\":\(s.listenPort),\"tunOffloads\":\(s.tunOffloads),\"tunCoalescing\":\(s.tunCoalescing),\"udpReceiveOffload\":\(s.udpReceiveOffload),\"peers\":["
         json += s.peers.map { p in
             var o = "{\"publicKey\":\"\(p.publicKey.base64)\",\"endpoint\":\(p.endpoint.map { JSONValue.quoted($0.description) } ?? "null"),"
             o += "\"allowedIPs\":[\(p.allowedIPs.map { "\"\($0)\"" }.joined(separator: ","))],"

@@ -185,7 +185,9 @@ extension CommandLine {
         // What the plane needs, read here (files trusted, secrets in secure memory), nothing loaded.
         let package: PlanePackage
         let identity: MeshIdentity?
-        do { (package, identity) = try PlaneHandoff.prepare(settings) } catch { throw fail(error.description) }
+        // The namespace the tunnel is in: the isolate namespace, or this one.
+        let namespace = isolated?.namespace.inode ?? (try? ProcessControl.networkNamespaceIdentity()) ?? 0
+        do { (package, identity) = try PlaneHandoff.prepare(settings, namespace: namespace) } catch { throw fail(error.description) }
         // The WireGuard keys are in the package's tail now (for the plane, and its restarts): the
         // settings' own copy goes, so that the engine holds one.
         if case .wireguard(let w) = settings.runtime { settings.runtime = .wireguard(w.withoutKeys()) }

@@ -16,7 +16,9 @@ enum PlaneHandoff {
     static let libraryLimit = 256 << 20
 
     /// The package for `settings.runtime`, and for a mesh runtime the node's identity (for 'auto').
-    static func prepare(_ settings: TunnelSettings) throws(RuntimeError) -> (PlanePackage, MeshIdentity?) {
+    /// `namespace`: the inode of the namespace the tunnel is in (its state directory's), which names a
+    /// WireGuard API socket when another namespace's tunnel of the same name holds the plain one.
+    static func prepare(_ settings: TunnelSettings, namespace: UInt64) throws(RuntimeError) -> (PlanePackage, MeshIdentity?) {
         let name = settings.name
         switch settings.runtime {
         case .none:
@@ -47,14 +49,18 @@ enum PlaneHandoff {
                                  descriptors: [library], secrets: seed, startTimeout: m.startTimeoutSeconds, tunOffloads: false,
                                  carrierIdentity: .planeUser), identity)
         case .wireguard(let w):
-            return (try wireGuard(w, name: name), nil)
+            return (try wireGuard(w, name: name, namespace: namespace), nil)
         }
     }
 
     /// The built-in WireGuard's package: its UDP sockets (bound here, so a port in use or below 1024 is
     /// the engine's business; marked once the slot is chosen), the listening socket wg(8) connects to,
     /// and the keys in one tail (the private key, then each preshared key).
-    static func wireGuard(_ w: WireGuardSettings, name: String) throws(RuntimeError) -> PlanePackage {
+    ///
+    /// wg(8) finds the socket as /var/run/wireguard/NAME.sock. When a live tunnel of that name in another
+    /// namespace holds it, this one's is named by `Engine.wireGuardAlias` (NAME@ and its namespace's inode
+    /// in base 36), which wg(8) reaches as that interface.
+    static func wireGuard(_ w: WireGuardSettings, name: String, namespace: UInt64) throws(RuntimeError) -> PlanePackage {
         let log: @Sendable (String) -> Void = { printError("tunnelgate: \($0)") }
         let sockets: (ipv4: FileDescriptor, ipv6: FileDescriptor?, port: UInt16)
         do { sockets = try UDPBind.carrierSockets(port: w.listenPort ?? 0, log: log) } catch { throw RuntimeError(error.description) }
@@ -66,10 +72,19 @@ enum PlaneHandoff {
         }
         let carrierSockets = descriptors
         func closeAll() { for fd in descriptors { fd.close() } }
-        let socketPath = Engine.wireGuardSocketPath(name)
+        var socketPath = Engine.wireGuardSocketPath(name)
         do throws(SystemCallError) {
             _ = try? FileSystem.createDirectory(String(socketPath[..<socketPath.lastIndex(of: "/")!]), mode: 0o755)
-            descriptors.append(try UnixSocket.listen(at: socketPath))
+            do throws(SystemCallError) {
+                descriptors.append(try UnixSocket.listen(at: socketPath))
+            } catch where error.errno == .addressInUse {
+                // Another namespace's tunnel of this name (a second of this namespace is refused by
+                // the name's lock later, and this socket goes with it).
+                socketPath = Engine.wireGuardSocketPath(name, namespace: namespace)
+                descriptors.append(try UnixSocket.listen(at: socketPath))
+                log("/var/run/wireguard/\(name).sock is another namespace's tunnel \(name): wg(8) reaches this one as "
+                    + Engine.wireGuardAlias(name, namespace: namespace))
+            }
             roles.append(.uapi)
         } catch {
             closeAll()

@@ -109,4 +109,27 @@ final class TransportTests: XCTestCase {
         // Zeroed keys no longer decrypt.
         XCTAssertNil(decode(datagram, keypair: responder.zeroed()))
     }
+
+    /// The transport AEAD (libcrypto) is libsodium's ChaCha20-Poly1305 byte for byte: what one seals the
+    /// other opens, at every padded length and at counters that use all eight nonce bytes; a flipped bit
+    /// anywhere fails.
+    func testTransportAEADMatchesLibsodium() throws {
+        let key = initiator.sendKey.bytes
+        for (i, length) in [0, 16, 32, 48, 64, 1_408, 1_424].enumerated() {
+            let counter: UInt64 = i == 0 ? 0 : 0x0102_0304_0506_0708 &* UInt64(i)
+            let packet = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ i) }
+            let datagram = try XCTUnwrap(encode(packet, counter: counter, capacity: 1_424 + 32), "\(length)")
+            XCTAssertEqual(Array(datagram[16...]), WireGuardCrypto.seal(key: key, counter: counter, plaintext: packet),
+                           "sealed as libsodium seals, \(length) bytes")
+            var header = Array(datagram[0..<16])
+            header.withUnsafeMutableBytes { $0.storeBytes(of: counter.littleEndian, toByteOffset: 8, as: UInt64.self) }
+            let bySodium = header + WireGuardCrypto.seal(key: key, counter: counter, plaintext: packet)
+            XCTAssertEqual(decode(bySodium)?.plaintext, packet, "opens what libsodium sealed, \(length) bytes")
+            for bit in [16 * 8, (datagram.count - 1) * 8 + 7] where datagram.count > 32 || bit > 16 * 8 {
+                var flipped = datagram
+                flipped[bit / 8] ^= 1 << (bit % 8)
+                XCTAssertNil(decode(flipped), "a flipped bit \(bit) fails, \(length) bytes")
+            }
+        }
+    }
 }

@@ -64,10 +64,12 @@ int CTunnelgateShims_poll_nanoseconds(struct pollfd *fds, unsigned long count, l
 
 /// Receives up to `count` datagrams with one recvmmsg(MSG_DONTWAIT): datagram i lands at
 /// buffers + i * slot_size (at most slot_size bytes), its length in lengths[i] and its source in
-/// addresses + i * address_size (a struct sockaddr_storage each). Returns how many arrived, 0 when
-/// none was waiting, or -1 with errno.
+/// addresses + i * address_size (a struct sockaddr_storage each). With `segment_sizes` (not NULL),
+/// segment_sizes[i] is the UDP_GRO segment size of datagram i (a run of datagrams the kernel merged,
+/// on a socket with UDP_GRO set), 0 when it is one datagram. Returns how many arrived, 0 when none
+/// was waiting, or -1 with errno.
 int CTunnelgateShims_receive_batch(int fd, void *buffers, size_t slot_size, unsigned count, size_t *lengths,
-                                   void *addresses, size_t address_size);
+                                   void *addresses, size_t address_size, uint16_t *segment_sizes);
 
 /// Sends `count` datagrams with sendmmsg: datagram i is lengths[i] bytes at buffers + i * slot_size,
 /// to the sockaddr at addresses + i * address_size of addresslengths[i] bytes. With *segmentation,

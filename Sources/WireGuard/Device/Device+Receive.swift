@@ -16,7 +16,19 @@ extension WireGuardDevice {
             for i in 0..<n {
                 let (datagram, source) = received.datagram(i)
                 guard let source else { continue }
-                dispatch(datagram, from: source, now: now)
+                let size = received.segmentSize(i)
+                guard size > 0, size < datagram.count else {
+                    dispatch(datagram, from: source, now: now)
+                    continue
+                }
+                // A run the kernel merged (UDP_GRO): each segment is one of the peer's datagrams.
+                counters.mergedReceives += 1
+                var offset = 0
+                while offset < datagram.count {
+                    let length = min(size, datagram.count - offset)
+                    dispatch(UnsafeMutableRawBufferPointer(rebasing: datagram[offset..<(offset + length)]), from: source, now: now)
+                    offset += length
+                }
             }
             flushTunWrites()
             if n < DatagramBatch.capacity { return }
@@ -131,13 +143,18 @@ extension WireGuardDevice {
             return
         }
         precondition(range.lowerBound >= (tunHeader ? VirtioNetHeader.size : 0), "the transport header leaves room for the virtio_net_hdr")
+        if tunWrites.isFull { flushTunWrites() }
         tunWrites.append(UnsafeMutableRawBufferPointer(start: datagram.baseAddress! + range.lowerBound, count: length))
     }
 
-    /// Writes the packets `deliver` queued, in order, in one batch.
+    /// Writes the packets `deliver` queued, in order: on a TUN with offloads, a flow's in-order
+    /// segments as one super-packet (`PacketCoalescer`).
     func flushTunWrites() {
         guard !tunWrites.isEmpty else { return }
-        let written = tun.write(tunWrites)
+        let written = coalescesTunWrites ? coalescer.write(tunWrites, to: tun) : tun.write(tunWrites)
+        counters.superPacketsWritten = coalescer.superPackets
+        counters.coalescedSegments = coalescer.coalescedSegments
+        counters.refusedSuperPackets = coalescer.refusedSuperPackets
         counters.packetsReceived += UInt64(written.packets)
         counters.bytesReceived += UInt64(written.bytes)
         counters.tunWriteErrors += UInt64(tunWrites.count - written.packets)

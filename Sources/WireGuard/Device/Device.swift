@@ -43,6 +43,10 @@ public final class WireGuardDevice: @unchecked Sendable {
         public var failure: String?
         /// The TUN carries a virtio_net_hdr: TCP comes as super-packets the device segments (TSO).
         public var tunOffloads = false
+        /// A receive batch's in-order segments of a flow go to the TUN as one super-packet (GRO).
+        public var tunCoalescing = false
+        /// The carrier sockets hand over runs of a peer's datagrams as one (UDP_GRO).
+        public var udpReceiveOffload = false
     }
 
     /// Where the device serves wg(8)'s userspace API.
@@ -118,6 +122,13 @@ public final class WireGuardDevice: @unchecked Sendable {
     var outbound6 = DatagramBatch(slotSize: 1420 + 32)
     var tunReads = PacketBatch(capacity: 1, slotSize: 16, headroom: 0)
     var tunWrites = PacketBatch(references: 1, headroom: 0)
+    /// Groups a receive batch's decrypted TCP segments (and UDP runs) into super-packets for a TUN
+    /// with offloads (receive-side GRO).
+    var coalescer = PacketCoalescer(capacity: 1)
+    /// Whether a receive batch's packets go to the TUN through `coalescer` (a TUN with offloads).
+    var coalescesTunWrites = false
+    /// Whether the carrier sockets merge runs of a peer's datagrams (UDP_GRO).
+    var mergesReceives = false
 
     /// A device on `bind` (whose sockets it owns from now on) with the configuration's peers. Its
     /// `listenPort` and `fwmark` were the bind's to use; the fwmark is checked again at start.
@@ -167,13 +178,21 @@ public final class WireGuardDevice: @unchecked Sendable {
     /// Starts the device thread on `tun`, serving the UAPI on `uapi` when given. The sockets carry
     /// the configuration's fwmark, else `fwmark` (the tunnel's carrier identity): sockets made here are
     /// marked with it, and the engine's must carry it already. With `udpSegmentation`, runs of
-    /// same-size datagrams to one peer (a TCP super-packet's segments) are sent with UDP_SEGMENT.
-    public func start(tun: any PacketIO, fwmark: UInt32?, uapi: UAPISocket?, udpSegmentation: Bool = true) throws(RuntimeError) {
+    /// same-size datagrams to one peer (a TCP super-packet's segments) are sent with UDP_SEGMENT; with
+    /// `receiveOffload`, the sockets hand over runs of a peer's datagrams as one (UDP_GRO) and, on a TUN
+    /// with offloads, a batch's in-order segments of a flow go to it as one super-packet.
+    public func start(tun: any PacketIO, fwmark: UInt32?, uapi: UAPISocket?, udpSegmentation: Bool = true,
+                      receiveOffload: Bool = true) throws(RuntimeError) {
         self.tun = tun
         mtu = tun.mtu
         tunHeader = tun.carriesVirtioHeader
         tunReads = tun.makeReadBatch(capacity: tunHeader ? 1 : Self.readsPerWakeUp)
-        tunWrites = PacketBatch(references: DatagramBatch.capacity, headroom: tun.headerSize)
+        // With UDP_GRO, one received message may hold up to 64 datagrams.
+        let writes = receiveOffload ? DatagramBatch.capacity * 64 : DatagramBatch.capacity
+        tunWrites = PacketBatch(references: writes, headroom: tun.headerSize)
+        coalescer = PacketCoalescer(capacity: writes)
+        coalescesTunWrites = receiveOffload && tunHeader
+        mergesReceives = receiveOffload && bind.enableReceiveOffload()
         // A slot holds the largest packet the TUN gives (the MTU) sealed: header, padding, tag.
         outbound4 = DatagramBatch(slotSize: mtu + Transport.overhead + 16, segmentation: udpSegmentation)
         outbound6 = DatagramBatch(slotSize: mtu + Transport.overhead + 16, segmentation: udpSegmentation)
@@ -217,10 +236,12 @@ public final class WireGuardDevice: @unchecked Sendable {
         case nil:
             break
         }
-        let offloads = tunHeader
+        let offloads = tunHeader, coalesces = coalescesTunWrites, merges = mergesReceives
         published.withLock {
             $0.running = true
             $0.tunOffloads = offloads
+            $0.tunCoalescing = coalesces
+            $0.udpReceiveOffload = merges
         }
         // Peers with a persistent keepalive start their handshake at once (as a kernel interface does on up).
         let now = ProcessControl.monotonicSeconds()

@@ -61,6 +61,13 @@ public struct DeviceCounters: Sendable, Equatable {
     public var superPacketsRead: UInt64 = 0
     /// Messages sent with UDP_SEGMENT: runs of a super-packet's segments sent as one (UDP GSO).
     public var segmentedSends: UInt64 = 0
+    /// Received messages that held a run of a peer's datagrams (UDP_GRO), each cut into its datagrams.
+    public var mergedReceives: UInt64 = 0
+    /// Super-packets written to the TUN (receive-side GRO), and the decrypted packets they carried.
+    public var superPacketsWritten: UInt64 = 0, coalescedSegments: UInt64 = 0
+    /// Super-packets the TUN refused, written again packet by packet (a kernel without GSO_UDP_L4 on
+    /// TUN writes: UDP is then no longer coalesced).
+    public var refusedSuperPackets: UInt64 = 0
     /// TUN reads dropped for their virtio_net_hdr: a GSO type not asked for, or a header that does not fit.
     public var dropsOffloadUnsupported: UInt64 = 0, dropsOffloadMalformed: UInt64 = 0
 
@@ -79,7 +86,9 @@ public struct DeviceCounters: Sendable, Equatable {
             ("dropsReplay", dropsReplay), ("dropsMalformedPacket", dropsMalformedPacket),
             ("dropsSpoofedSource", dropsSpoofedSource), ("sendErrors", sendErrors), ("tunWriteErrors", tunWriteErrors),
             ("superPacketsRead", superPacketsRead), ("segmentedSends", segmentedSends), ("dropsOffloadUnsupported", dropsOffloadUnsupported),
-            ("dropsOffloadMalformed", dropsOffloadMalformed),
+            ("dropsOffloadMalformed", dropsOffloadMalformed), ("mergedReceives", mergedReceives),
+            ("superPacketsWritten", superPacketsWritten), ("coalescedSegments", coalescedSegments),
+            ("refusedSuperPackets", refusedSuperPackets),
         ]
         return fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",")
     }

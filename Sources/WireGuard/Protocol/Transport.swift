@@ -1,6 +1,6 @@
 /// Transport data messages (whitepaper 5.4.6): type 4, three zero bytes, the receiver's index,
 /// the 64-bit little-endian counter, then the padded packet sealed with ChaCha20-Poly1305 under
-/// the counter as nonce and no additional data.
+/// the counter as nonce and no additional data, through the keypair's `TransportCipher` (libcrypto).
 ///
 /// Both functions work in the caller's buffers and allocate nothing. What changes per packet
 /// (the send counter, the replay window, timers) is the device's.
@@ -46,10 +46,7 @@ public enum Transport {
         base.storeLittleEndian(keypair.remoteIndex, at: 4)
         base.storeLittleEndian(counter, at: 8)
 
-        let sealed = keypair.sendKey.withKeyPointer { key in
-            WireGuardCrypto.seal(key: key, counter: counter,
-                                 plaintext: UnsafeRawBufferPointer(start: payload, count: padded), into: payload)
-        }
+        guard let sealed = keypair.cipher.seal(counter: counter, payload, length: padded) else { return nil }
         return MessageType.transportHeaderLength + sealed
     }
 
@@ -71,11 +68,8 @@ public enum Transport {
         let counter = readable.littleEndianUInt64(at: 8)
         guard counter < WireGuardProtocol.rejectAfterMessages, let base = datagram.baseAddress else { return nil }
         let payload = base + MessageType.transportHeaderLength
-        let ciphertext = UnsafeRawBufferPointer(start: payload, count: datagram.count - MessageType.transportHeaderLength)
-        let opened = keypair.receiveKey.withKeyPointer { key in
-            WireGuardCrypto.open(key: key, counter: counter, ciphertext: ciphertext, into: payload)
-        }
-        guard let length = opened else { return nil }
+        guard let length = keypair.cipher.open(counter: counter, payload, length: datagram.count - MessageType.transportHeaderLength)
+        else { return nil }
         return (counter, MessageType.transportHeaderLength..<MessageType.transportHeaderLength + length)
     }
 

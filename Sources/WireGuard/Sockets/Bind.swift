@@ -23,6 +23,9 @@ public protocol Bind: AnyObject {
     /// Fills `batch` with the datagrams waiting on the family's socket, up to its capacity, each with
     /// its source: how many (0: none, or the family has no socket).
     func receive(_ family: IPFamily, into batch: DatagramBatch) -> Int
+    /// Asks the sockets to hand over a run of one sender's datagrams as one (UDP_GRO; then
+    /// `DatagramBatch.segmentSize` says where to cut): whether they will. Also after `rebind`.
+    func enableReceiveOffload() -> Bool
     /// Sends every datagram of `batch` (all to addresses of `family`) at once, with UDP_SEGMENT runs
     /// when the batch segments, and empties it: how many were not sent.
     func send(_ batch: DatagramBatch, family: IPFamily) -> Int

@@ -17,6 +17,7 @@ public final class DatagramBatch {
     private let lengths: UnsafeMutablePointer<Int>
     private let addresses: UnsafeMutableRawPointer
     private let addressLengths: UnsafeMutablePointer<UInt32>
+    private let segmentSizes: UnsafeMutablePointer<UInt16>
     private static let addressSize = SocketAddress.storageSize
     public private(set) var count = 0
     /// Whether flush may send runs with UDP_SEGMENT; cleared for good when the kernel refuses it.
@@ -31,6 +32,8 @@ public final class DatagramBatch {
         lengths = .allocate(capacity: Self.capacity)
         addresses = .allocate(byteCount: Self.addressSize * Self.capacity, alignment: 8)
         addressLengths = .allocate(capacity: Self.capacity)
+        segmentSizes = .allocate(capacity: Self.capacity)
+        segmentSizes.initialize(repeating: 0, count: Self.capacity)
     }
 
     deinit {
@@ -38,6 +41,7 @@ public final class DatagramBatch {
         lengths.deallocate()
         addresses.deallocate()
         addressLengths.deallocate()
+        segmentSizes.deallocate()
     }
 
     public var isFull: Bool { count == Self.capacity }
@@ -51,6 +55,7 @@ public final class DatagramBatch {
     /// Takes the `length` bytes written at `nextSlot` as a datagram to (or, received, from) `endpoint`.
     public func commit(length: Int, to endpoint: Endpoint) {
         lengths[count] = length
+        segmentSizes[count] = 0
         addressLengths[count] = UInt32(endpoint.store(to: addresses + count * Self.addressSize))
         count += 1
     }
@@ -59,6 +64,18 @@ public final class DatagramBatch {
     public func datagram(_ i: Int) -> (bytes: UnsafeMutableRawBufferPointer, source: Endpoint?) {
         let bytes = UnsafeMutableRawBufferPointer(start: buffers + i * slotSize, count: min(lengths[i], slotSize))
         return (bytes, Endpoint(socketAddress: addresses + i * Self.addressSize))
+    }
+
+    /// Received datagram `i`'s segment size when the kernel merged a run of its sender's datagrams
+    /// into it (UDP_GRO): every segment that long but the last. 0 when it is one datagram.
+    public func segmentSize(_ i: Int) -> Int { Int(segmentSizes[i]) }
+
+    /// Takes the `length` bytes written at `nextSlot` as a received run of datagrams from `endpoint`,
+    /// merged as UDP_GRO merges them (`segmentSize` each, the last shorter or equal): what a `Bind`
+    /// that is no socket does.
+    public func commitReceived(length: Int, segmentSize: Int, from endpoint: Endpoint) {
+        commit(length: length, to: endpoint)
+        segmentSizes[count - 1] = UInt16(truncatingIfNeeded: segmentSize)
     }
 
     /// Forgets every datagram (a send that took them, or a receive about to fill the batch).
@@ -79,7 +96,7 @@ public final class DatagramBatch {
     /// Fills the batch with what recvmmsg has waiting on `socket`; returns the count (0: nothing waiting).
     func receive(_ socket: FileDescriptor) -> Int {
         let n = (try? socket.receiveDatagrams(into: buffers, slotSize: slotSize, count: Self.capacity, lengths: lengths,
-                                              addresses: addresses)) ?? 0
+                                              addresses: addresses, segmentSizes: segmentSizes)) ?? 0
         count = max(0, n)
         return count
     }

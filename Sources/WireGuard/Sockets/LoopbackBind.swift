@@ -80,6 +80,10 @@ public final class LoopbackBind: Bind {
     let queue4: Queue
     let queue6: Queue
     private var closed = false
+    /// Whether `enableReceiveOffload` turns merging on: this bind then hands over runs of one sender's
+    /// datagrams of one size (the last may be shorter) as one, as UDP_GRO does (for tests of that path).
+    public var offersReceiveOffload = false
+    private var merges = false
 
     init(network: LoopbackNetwork, ipv4: IPv4Address?, ipv6: IPv6Address?, port: UInt16, mark: UInt32,
          handedOver: Bool) throws(SystemCallError) {
@@ -129,13 +133,38 @@ public final class LoopbackBind: Bind {
     public func receive(_ family: IPFamily, into batch: DatagramBatch) -> Int {
         batch.removeAll()
         guard endpoint(family) != nil else { return 0 }
+        // A run being merged: its source, segment size, bytes so far and segments so far.
+        var run: (source: Endpoint, size: Int, length: Int, segments: Int)?
+        func endRun() {
+            guard let r = run else { return }
+            batch.commitReceived(length: r.length, segmentSize: r.segments > 1 ? r.size : 0, from: r.source)
+            run = nil
+        }
         (family == .ipv4 ? queue4 : queue6).take(upTo: DatagramBatch.capacity) { bytes, source in
+            if let r = run, r.source == source, bytes.count <= r.size, r.length % r.size == 0,
+               r.length + bytes.count <= 65_000, r.segments < 64 {
+                let slot = batch.nextSlot
+                bytes.withUnsafeBytes { (slot.baseAddress! + r.length).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+                run = (source, r.size, r.length + bytes.count, r.segments + 1)
+                return
+            }
+            endRun()
             let slot = batch.nextSlot
             let length = min(bytes.count, slot.count)  // truncated as recvmmsg truncates
             bytes.withUnsafeBytes { slot.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: length) }
-            batch.commit(length: length, to: source)
+            if merges && length > 0 {
+                run = (source, length, length, 1)
+            } else {
+                batch.commit(length: length, to: source)
+            }
         }
+        endRun()
         return batch.count
+    }
+
+    public func enableReceiveOffload() -> Bool {
+        merges = offersReceiveOffload
+        return merges
     }
 
     public func send(_ batch: DatagramBatch, family: IPFamily) -> Int {

@@ -27,6 +27,8 @@ public final class UDPBind: Bind {
     private var ipv4: FileDescriptor?
     private var ipv6: FileDescriptor?
     private let log: @Sendable (String) -> Void
+    /// Whether UDP_GRO was asked for (and is asked for again on new sockets after `rebind`).
+    private var receiveOffload = false
     static let bufferSize: Int32 = 4 << 20
 
     private init(ipv4: FileDescriptor?, ipv6: FileDescriptor?, port: UInt16, mark: UInt32, handedOver: Bool,
@@ -202,6 +204,18 @@ public final class UDPBind: Bind {
         return batch.receive(socket)
     }
 
+    public func enableReceiveOffload() -> Bool {
+        receiveOffload = true
+        for (socket, name) in [(ipv4, "IPv4"), (ipv6, "IPv6")] {
+            guard let socket else { continue }
+            do throws(SystemCallError) { try socket.setUDPReceiveOffload(true) } catch {
+                log("the \(name) carrier socket: \(error); one receive per datagram")
+                receiveOffload = false
+            }
+        }
+        return receiveOffload
+    }
+
     public func send(_ batch: DatagramBatch, family: IPFamily) -> Int {
         guard let socket = socket(family) else {
             let failed = batch.count
@@ -238,6 +252,7 @@ public final class UDPBind: Bind {
         ipv4 = newIPv4
         ipv6 = newIPv6
         self.port = actual
+        if receiveOffload { _ = enableReceiveOffload() }
     }
 
     public func close() {
