@@ -707,9 +707,57 @@ tg_exited() {
 #
 # tunnelgate-lab up gives R a table (inet tunnelgate_lab_leaks) that counts every packet arriving from C's
 # c0 and c1 per 5-tuple (ICMP: type and code), in prerouting before anything can drop it, IPv6 neighbour
-# discovery and MLD left out, and C one that counts what leaves eth0 and eth1 by the sending socket's uid.
-# tg_lab_leaks_reset starts a phase; check_lab_no_leaks reads it. (The leak suite, leaks.sh and
-# leaks-runtime.sh, uses tg_leak_watch below: carriers by source port and address, first-seen times.)
+# discovery and MLD left out, each 5-tuple with the moment it was first seen; and C one that counts what
+# leaves eth0 and eth1 by the sending socket's uid. tg_lab_leaks_reset starts a phase; check_lab_no_leaks
+# reads it (docs/lab.md, "Leak counters").
+#
+# A scenario that checks many phases against the same carriers declares them once with
+# tg_lab_leak_declare; every check_lab_no_leaks, tg_lab_leak_count, tg_lab_carrier_packets and
+# tg_lab_leak_tuples after it then judges by them.
+
+# The --carrier and --allow arguments of the last tg_lab_leak_declare.
+TG_LAB_LEAK_ARGS=()
+
+# tg_lab_leak_declare [--carrier IP:PORT/PROTO[@[SADDR:]SPORT]]... [--allow PREFIX]...: the carrier
+# 5-tuples that may leave C (@SPORT: only from that source port of C, a carrier socket bound to a known
+# local port such as WireGuard's ListenPort; @SADDR:SPORT: from that address too) and the destinations
+# that may be reached directly in the phases that follow (an excluded route without the kill switch, the
+# LAN with excludeLocalNetworks); replaces an earlier declaration and starts the counters at zero. Ends
+# the scenario if the lab refuses them.
+tg_lab_leak_declare() {
+  local out
+  out=$(tg_lab leaks show "$@" 2>&1 >/dev/null) || tg_bail "tg_lab_leak_declare $*" "$out"
+  TG_LAB_LEAK_ARGS=("$@")
+  tg_lab_leaks_reset
+}
+
+# tg_lab_leak_json: the lab's reading since tg_lab_leaks_reset, judged by the declaration (`leaks show
+# --json`: flows with kind carrier, allowed, dns or other, and whether the destination is a carrier's).
+tg_lab_leak_json() {
+  tg_lab leaks show --json "${TG_LAB_LEAK_ARGS[@]}"
+}
+
+# tg_lab_leak_count [carrier-addresses|other-addresses]: the packets that leaked since tg_lab_leaks_reset
+# (flows that are neither a declared carrier nor allowed): to a carrier's address, to any other address,
+# or (no argument) both, with the packets no flow holds.
+tg_lab_leak_count() {
+  tg_lab_leak_json | jq --arg only "${1:-all}" '
+    ([.flows[] | select(.kind == "dns" or .kind == "other")
+      | select($only == "all" or (.toCarrierAddress == ($only == "carrier-addresses"))) | .packets] | add // 0) + .unitemised'
+}
+
+# tg_lab_carrier_packets: the packets of the declared carrier 5-tuples that left C since tg_lab_leaks_reset
+# (the tunnel's own carrier traffic: a tunnel that works moves it).
+tg_lab_carrier_packets() {
+  tg_lab_leak_json | jq '[.flows[] | select(.kind == "carrier") | .packets] | add // 0'
+}
+
+# tg_lab_leak_tuples: what R counted since tg_lab_leaks_reset, one flow a line, as `tunnelgate-lab leaks
+# show` prints it with the declaration ("other tcp 10.231.0.2:40000 -> 198.18.0.10:8080 packets 3 (at r)
+# first-seen MS (HH:MM:SS.mmmZ)"); what C counted by uid left out.
+tg_lab_leak_tuples() {
+  tg_lab leaks show "${TG_LAB_LEAK_ARGS[@]}" | grep -v '^by-uid '
+}
 
 # tg_lab_leaks_reset: every counter of the lab's leak watch to zero.
 tg_lab_leaks_reset() {
@@ -717,15 +765,18 @@ tg_lab_leaks_reset() {
   out=$(tg_lab leaks reset 2>&1) || tg_bail "tunnelgate-lab leaks reset" "$out"
 }
 
-# check_lab_no_leaks DESC [--carrier IP:PORT/PROTO]... [--allow PREFIX]... [--uid UID]: since
-# tg_lab_leaks_reset nothing left C's physical links but the carriers' 5-tuples and what went to an
+# check_lab_no_leaks DESC [--carrier IP:PORT/PROTO[@[SADDR:]SPORT]]... [--allow PREFIX]... [--uid UID]
+# [--after MS] [--before MS] [--only carrier-addresses|other-addresses]: since tg_lab_leaks_reset nothing
+# left C's physical links but the carriers' 5-tuples (those of tg_lab_leak_declare too) and what went to an
 # --allow prefix (with --uid, carrier packets only from that uid), as `tunnelgate-lab expect-no-leaks`
-# judges it; on failure every offending 5-tuple is listed with its packets.
+# judges it; with --after/--before only the 5-tuples first seen then (MS from _tg_now_ms), with --only those
+# to a carrier's address or to any other. On failure every offending 5-tuple is listed with its packets and
+# the moment it was first seen.
 check_lab_no_leaks() {
   local desc=$1 out
   shift
   _tg_leak_settle
-  if out=$(tg_lab expect-no-leaks --name "$desc" "$@" 2>&1); then
+  if out=$(tg_lab expect-no-leaks --name "$desc" "${TG_LAB_LEAK_ARGS[@]}" "$@" 2>&1); then
     tg_pass "$desc"
   else
     tg_fail "$desc" "$(printf '%s\n' "$out" | grep -v '^\(not \)\{0,1\}ok - ' | sed 's/^#   //')"

@@ -67,6 +67,24 @@ public struct ObservedFlow: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+extension ObservedFlow {
+    /// One JSON object (`leaks show --json`): kind as the caller judged it, the 5-tuple (ICMP: type and
+    /// code instead of ports), packets, where counted, first seen (ms since the epoch, or null), uid.
+    public func json(kind: String, toCarrierAddress: Bool) -> String {
+        var fields = ["\"kind\": \(JSONValue.quoted(kind))", "\"proto\": \(JSONValue.quoted(protoName))",
+                      "\"source\": \(JSONValue.quoted(source.description))", "\"destination\": \(JSONValue.quoted(destination.description))"]
+        if isICMP {
+            fields += ["\"icmpType\": \(sourcePort)", "\"icmpCode\": \(destinationPort)"]
+        } else {
+            fields += ["\"sourcePort\": \(sourcePort)", "\"destinationPort\": \(destinationPort)"]
+        }
+        fields += ["\"packets\": \(packets)", "\"at\": \(JSONValue.quoted(observedAt))",
+                   "\"firstSeen\": \(firstSeenMilliseconds.map(String.init) ?? "null")",
+                   "\"uid\": \(uid.map(String.init) ?? "null")", "\"toCarrierAddress\": \(toCarrierAddress)"]
+        return "{" + fields.joined(separator: ", ") + "}"
+    }
+}
+
 /// The arithmetic of first-seen times.
 public enum LeakTime {
     /// One clock tick at the lowest HZ the kernel builds with (100): how much earlier than the true
@@ -447,6 +465,21 @@ public struct LeakVerdict: Sendable {
     /// Oldest first; the order of the reading (by destination) among equal or unknown times.
     static func oldestFirst(_ a: ObservedFlow, _ b: ObservedFlow) -> Bool {
         (a.firstSeenMilliseconds ?? 0) < (b.firstSeenMilliseconds ?? 0)
+    }
+
+    /// The kind `leaks show` gives a flow: carrier (one of `carriers`), allowed (to an `allowed` prefix),
+    /// dns or other.
+    public static func kind(of f: ObservedFlow, carriers: [CarrierSpec], allowed: [IPPrefix]) -> String {
+        carriers.contains { $0.matches(f) } ? "carrier" : allowed.contains { $0.contains(f.destination) } ? "allowed" : f.isDNS ? "dns" : "other"
+    }
+
+    /// `leaks show --json`: every flow with its kind, what the client counted by uid, the packets no flow holds.
+    public static func json(reading: LeakReading, carriers: [CarrierSpec], allowed: [IPPrefix]) -> String {
+        let toCarrier = { (f: ObservedFlow) in carriers.contains { $0.address == f.destination } }
+        let flows = reading.flows.map { $0.json(kind: kind(of: $0, carriers: carriers, allowed: allowed), toCarrierAddress: toCarrier($0)) }
+        let byUID = reading.flowsByUID.map { $0.json(kind: kind(of: $0, carriers: carriers, allowed: allowed), toCarrierAddress: toCarrier($0)) }
+        return "{\"flows\": [" + flows.joined(separator: ", ") + "], \"byUID\": [" + byUID.joined(separator: ", ")
+            + "], \"unitemised\": \(reading.unitemised)}"
     }
 
     public var lines: [String] {

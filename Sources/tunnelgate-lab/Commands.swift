@@ -235,7 +235,7 @@ struct Commands {
     }
 
     func leaks(_ args: [String]) throws -> Int32 {
-        let a = try Arguments(args, command: .leaks, valued: ["--carrier", "--allow"])
+        let a = try Arguments(args, command: .leaks, valued: ["--carrier", "--allow"], flags: ["--json"])
         try a.expect(1...1, .leaks)
         let lab = try openRun()
         switch a.positional[0] {
@@ -246,11 +246,11 @@ struct Commands {
             let cs = try carriers(a, .leaks)
             let allow = try allowed(a, .leaks)
             let reading = try LeakWatch(lab: lab).read()
-            for f in reading.flows {
-                let kind = cs.contains { $0.matches(f) } ? "carrier"
-                    : allow.contains { $0.contains(f.destination) } ? "allowed" : f.isDNS ? "dns" : "other"
-                print("\(kind) \(f.descriptionWithTime)")
+            if a.flags.contains("--json") {
+                print(LeakVerdict.json(reading: reading, carriers: cs, allowed: allow))
+                return ExitCode.success
             }
+            for f in reading.flows { print("\(LeakVerdict.kind(of: f, carriers: cs, allowed: allow)) \(f.descriptionWithTime)") }
             for f in reading.flowsByUID { print("by-uid \(f.descriptionWithTime)") }
             if reading.unitemised > 0 { print("unitemised \(reading.unitemised) packets") }
         default:

@@ -29,7 +29,7 @@ enum LabCommand: String, CaseIterable {
         case .nat: "tunnelgate-lab nat ROUTER masquerade|port-preserving|port-random|off"
         case .dnsHijack: "tunnelgate-lab dns-hijack NODE ADDR|off"
         case .kill: "tunnelgate-lab kill NODE PROCESS-NAME [--signal KILL|TERM|INT|HUP]"
-        case .leaks: "tunnelgate-lab leaks reset | show [--carrier IP:PORT/PROTO[@[SADDR:]SPORT]]... [--allow PREFIX]..."
+        case .leaks: "tunnelgate-lab leaks reset | show [--carrier IP:PORT/PROTO[@[SADDR:]SPORT]]... [--allow PREFIX]... [--json]"
         case .expectNoLeaks: "tunnelgate-lab expect-no-leaks --carrier IP:PORT/PROTO[@[SADDR:]SPORT]... [--allow PREFIX]... [--uid UID] [--after MS] [--before MS] [--only carrier-addresses|other-addresses] [--name TEXT]"
         case .snapshot: "tunnelgate-lab snapshot NODE|host [--out FILE]"
         case .diff: "tunnelgate-lab diff SNAPSHOT-A SNAPSHOT-B"
@@ -103,7 +103,10 @@ enum LabCommand: String, CaseIterable {
             show    every flow since then, one a line: its kind (carrier, allowed, dns or other, as
                     --carrier and --allow say; by-uid for what the client counted by socket uid), the
                     5-tuple, its packets, where it was counted and when it was first seen:
-                    `first-seen MS (HH:MM:SS.mmmZ)`, MS in milliseconds since the epoch
+                    `first-seen MS (HH:MM:SS.mmmZ)`, MS in milliseconds since the epoch; with
+                    --json one object: {"flows": [...], "byUID": [...], "unitemised": N}, each flow with
+                    kind, proto, source, destination, sourcePort and destinationPort (ICMP: icmpType and
+                    icmpCode), packets, at, firstSeen, uid and toCarrierAddress
             """
         case .expectNoLeaks:
             return """

@@ -19,37 +19,36 @@
 # the unit's status text; WatchdogSec= is met by WATCHDOG=1 from the event loop (a SIGSTOPped engine is
 # killed for it); the names `up NAME` finds and refuses, and `tunnelgate list`, are checked in the root.
 # Only RestartSec= is shortened (and a test instance gets a short WatchdogSec=) by drop-ins.
-# Bounded: every wait polls with a timeout; the container is powered off (then killed) in the trap.
+# Bounded: every wait polls with a timeout; the container is powered off (then killed) by the cleanup
+# stack (netns/lib.sh tg_defer), also when a check bails out or the run is interrupted.
 set -uo pipefail
 # shellcheck source=netns/lib.sh
 . "$(dirname "$0")/../lib.sh"
 
-TG_TMP=$(mktemp -d /tmp/tunnelgate-systemd.XXXXXX)
-export TG_TMP
+tg_begin --no-topology --no-binary --tmp --needs systemd-nspawn
 cache=$TG_ROOT/.build/package-test/cache
 mkdir -p "$cache"
 ROOT=$TG_TMP/root
 nspawn_pid="" leader=""
-cleanup() {
-  if [ -n "${TG_KEEP_CONTAINER:-}" ]; then echo "# kept: nsenter --target $leader --all; root $ROOT"; return; fi
+# stop_container: powers the container off (SIGRTMIN+4 to its systemd), kills nspawn if it does not end,
+# then removes nspawn's runtime directories on this machine if no other container uses them (rmdir: only
+# empty ones). With TG_KEEP_CONTAINER set it keeps the container and its root: the rest of the cleanup
+# stack (the removal of $TG_TMP, which holds the root) is dropped.
+stop_container() {
+  if [ -n "${TG_KEEP_CONTAINER:-}" ]; then
+    echo "# kept: nsenter --target $leader --all; root $ROOT"
+    TG_DEFERRED=()
+    return
+  fi
   if [ -n "$nspawn_pid" ] && kill -0 "$nspawn_pid" 2>/dev/null; then
-    # Power off (SIGRTMIN+4 to the container's systemd), then kill nspawn if it does not end.
     [ -n "$leader" ] && kill -s SIGRTMIN+4 "$leader" 2>/dev/null
     _tg_poll 20 _tg_gone "$nspawn_pid" || kill -KILL "$nspawn_pid" 2>/dev/null
     _tg_poll 5 _tg_gone "$nspawn_pid"
   fi
-  [ -n "$TG_TMP" ] && [ -d "$TG_TMP" ] && rm -rf --one-file-system "$TG_TMP"
-  TG_TMP=""
-  # nspawn's runtime directories on this machine, if no other container uses them (rmdir: only empty).
   rmdir /run/systemd/nspawn/propagate /run/systemd/nspawn/locks /run/systemd/nspawn 2>/dev/null
   return 0
 }
 _tg_gone() { ! kill -0 "$1" 2>/dev/null; }
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
-
-command -v systemd-nspawn >/dev/null || tg_bail "systemd-nspawn is installed (Scripts/setup.sh: systemd-container)"
 
 # --- The root, with the package installed ---------------------------------------------------------------
 tg_run bash "$TG_ROOT/Scripts/package-deb.sh" --output "$TG_TMP/out"
@@ -118,6 +117,7 @@ printf '[Service]\nRestartSec=1s\n' >"$ROOT/etc/systemd/system/tunnelgate@.servi
 systemd-nspawn -D "$ROOT" --private-network --register=no --keep-unit --bind=/dev/net/tun --resolv-conf=off --quiet -b \
   >"$TG_TMP/console.log" 2>&1 &
 nspawn_pid=$!
+tg_defer stop_container
 find_leader() {
   leader=$(pgrep -P "$nspawn_pid" | head -n 1)
   [ -n "$leader" ] && [ "$(cat "/proc/$leader/comm" 2>/dev/null)" = systemd ]
