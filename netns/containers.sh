@@ -219,7 +219,8 @@ tg_containers_down() {
 TG_VPN_WG=""
 TG_VPN_DIR=""
 TG_VPN_PUB=""
-# The leak watch's carrier 5-tuples of the tunnels made so far (tg_leak_watch "${TG_VPN_CARRIERS[@]}").
+# The carrier 5-tuples of the tunnels made so far, for the lab's leak counters
+# (tg_lab_leak_declare "${TG_VPN_CARRIERS[@]}").
 TG_VPN_CARRIERS=()
 
 # tg_vpn_peer_start WGI DIR: the peer in I (its interface named WGI) and its DNS server; the tunnels'

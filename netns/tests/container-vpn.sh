@@ -169,19 +169,19 @@ check_fails "... nor list the engine's state directory /run/tunnelgate" as_plane
 check_fails "... nor write outside the world-writable directories (/etc)" as_plane touch /etc/tg-plane-probe
 
 # --- A container joined to it ---------------------------------------------------------------------------
-tg_leak_watch --carrier "$CARRIER4:51820/udp@$vpn4:52003"
+tg_lab_leak_declare --carrier "$CARRIER4:51820/udp@$vpn4:52003"
 tg_run tg_podman run -d --name app --pull=never --network container:vpn "$TG_IMAGE" sleep 280
 check_rc "podman run -d --name app --network container:vpn" 0
 app_pid=$(tg_podman inspect -f '{{.State.Pid}}' app 2>/dev/null)
 check_eq "app is in vpn's network namespace" "$(stat -L -c %i "/proc/$vpn_pid/ns/net")" \
   "$(stat -L -c %i "/proc/$app_pid/ns/net" 2>&1)"
-tg_leak_reset
+tg_lab_leaks_reset
 rx=$(tg_vpn_peer_rx)
 check "app reaches $INCLUDED4" tg_podman exec app ping -c 1 -W 3 "$INCLUDED4"
 check "... through the tunnel (the peer's RX $rx -> $(tg_vpn_peer_rx))" test "$(tg_vpn_peer_rx)" -gt "$rx"
-check "... the carrier flowed ($(tg_leak_carrier_packets) packets)" test "$(tg_leak_carrier_packets)" -gt 0
+check "... the carrier flowed ($(tg_lab_carrier_packets) packets)" test "$(tg_lab_carrier_packets)" -gt 0
 check "the generator made its attempts in app's namespace" tg_leak_generate_in "/proc/$app_pid/ns/net"
-check_no_leak "joined, connected: every way out of app"
+check_lab_no_leaks "[joined, connected: every way out of app] nothing left C's physical interfaces but the carrier 5-tuples"
 
 # --- The runtime dies ----------------------------------------------------------------------------------
 plane=$(in_vpn /usr/sbin/tunnelgate status wg0 --json 2>/dev/null | jq -r '.planePID // empty')
@@ -192,11 +192,11 @@ not_connected() { ! connected; }
 wait_for "status is no longer connected" 15 not_connected
 check_match "status says the kill switch holds after the plane was killed" 'failed closed|kill switch' \
   "$(in_vpn /usr/sbin/tunnelgate status wg0 2>&1)"
-tg_leak_reset
+tg_lab_leaks_reset
 check_fails "app reaches $INCLUDED4 no more" tg_podman exec app ping -c 1 -W 2 "$INCLUDED4"
 check "the generator made its attempts in app's namespace" tg_leak_generate_in "/proc/$app_pid/ns/net"
-check_no_leak "the runtime dead: every way out of app (cut off, not leaked)"
-check_eq "the carrier too is quiet: nothing sends it any more" 0 "$(tg_leak_carrier_packets)"
+check_lab_no_leaks "[the runtime dead: every way out of app (cut off, not leaked)] nothing left C's physical interfaces but the carrier 5-tuples"
+check_eq "the carrier too is quiet: nothing sends it any more" 0 "$(tg_lab_carrier_packets)"
 tg_run tg_podman healthcheck run vpn
 check_eq "podman healthcheck run vpn: unhealthy" "1 unhealthy" "$TG_RC $TG_OUT"
 check_eq "... and podman inspect says so" unhealthy "$(tg_podman inspect -f '{{.State.Health.Status}}' vpn 2>&1)"

@@ -99,28 +99,28 @@ health() { tg_docker inspect -f '{{.State.Health.Status}}' vpn 2>/dev/null; }
 is_health() { [ "$(health)" = "$1" ]; }
 wait_for "dockerd's health check says healthy (it runs every 10 s)" 25 is_health healthy
 
-tg_leak_watch --carrier "$CARRIER4:51820/udp@$vpn4:52003"
+tg_lab_leak_declare --carrier "$CARRIER4:51820/udp@$vpn4:52003"
 tg_run tg_docker run -d --name app --pull=never --network container:vpn "$TG_IMAGE" sleep 280
 check_rc "docker run -d --name app --network container:vpn" 0
 app_pid=$(tg_docker inspect -f '{{.State.Pid}}' app 2>/dev/null)
 check_eq "app is in vpn's network namespace" "$(stat -L -c %i "/proc/$vpn_pid/ns/net" 2>&1)" \
   "$(stat -L -c %i "/proc/${app_pid:-0}/ns/net" 2>&1)"
-tg_leak_reset
+tg_lab_leaks_reset
 rx=$(tg_vpn_peer_rx)
 check "app reaches $INCLUDED4" tg_docker exec app ping -c 1 -W 3 "$INCLUDED4"
 check "... through the tunnel (the peer's RX $rx -> $(tg_vpn_peer_rx))" test "$(tg_vpn_peer_rx)" -gt "$rx"
 check "the generator made its attempts in app's namespace" tg_leak_generate_in "/proc/$app_pid/ns/net"
-check_no_leak "docker, joined, connected: every way out of app"
+check_lab_no_leaks "[docker, joined, connected: every way out of app] nothing left C's physical interfaces but the carrier 5-tuples"
 
 plane=$(in_vpn /usr/sbin/tunnelgate status wg0 --json 2>/dev/null | jq -r '.planePID // empty')
 tg_run in_vpn sh -c "kill -KILL ${plane:-none}"
 check_rc "the packet plane (pid ${plane:-?} in the container) is killed" 0
 not_connected() { ! connected; }
 wait_for "status is no longer connected" 15 not_connected
-tg_leak_reset
+tg_lab_leaks_reset
 check_fails "app reaches $INCLUDED4 no more" tg_docker exec app ping -c 1 -W 2 "$INCLUDED4"
 check "the generator made its attempts in app's namespace" tg_leak_generate_in "/proc/$app_pid/ns/net"
-check_no_leak "docker, the runtime dead: every way out of app (cut off, not leaked)"
+check_lab_no_leaks "[docker, the runtime dead: every way out of app (cut off, not leaked)] nothing left C's physical interfaces but the carrier 5-tuples"
 wait_for "dockerd's health check says unhealthy" 25 is_health unhealthy
 
 tg_run tg_docker rm -f app vpn
