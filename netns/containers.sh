@@ -284,7 +284,7 @@ tg_leak_generate_in() {
 # tentative: a snapshot of NS taken now is the one a later one must equal (a predicate for wait_for).
 tg_bridge_settled() {
   [ -z "$(ip -n "$1" -o link show master "$2" 2>/dev/null)" ] &&
-    ip -n "$1" -o link show dev "$2" | grep -q 'NO-CARRIER' && ! ip -n "$1" -o addr show | grep -q tentative
+    grep -q 'NO-CARRIER' <<<"$(ip -n "$1" -o link show dev "$2")" && ! grep -q tentative <<<"$(ip -n "$1" -o addr show)"
 }
 
 # tg_netns_names: the names in /run/netns that container engines and tunnelgate-cni make (podman's

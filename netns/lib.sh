@@ -402,8 +402,8 @@ _tg_settled() {
   local ns=$1 links link
   links=$(ip -n "$ns" -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | grep -vx lo)
   for link in $links; do
-    ip -n "$ns" -o link show dev "$link" | grep -q ' state UP ' || return 1
-    ip -n "$ns" -6 -o addr show dev "$link" scope link | grep -q 'inet6 fe80::' || return 1
+    grep -q ' state UP ' <<<"$(ip -n "$ns" -o link show dev "$link")" || return 1
+    grep -q 'inet6 fe80::' <<<"$(ip -n "$ns" -6 -o addr show dev "$link" scope link)" || return 1
   done
   ! grep -q tentative <<<"$(ip -n "$ns" -o addr show)"
 }

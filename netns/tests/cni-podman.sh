@@ -188,7 +188,7 @@ check_eq "ten tunnel owners in C" 10 "$(tg_tunnel_pids "$NS_C" | wc -l)"
 tg_lab_leaks_reset
 ok=0
 for i in $(seq 1 10); do
-  tg_podman exec "vpn$i" ip -4 addr show 2>/dev/null | grep -q "inet 10\.8\.0\.$((10 + i))/24" &&
+  grep -q "inet 10\.8\.0\.$((10 + i))/24" <<<"$(tg_podman exec "vpn$i" ip -4 addr show 2>/dev/null)" &&
     tg_podman exec "vpn$i" ping -c 1 -W 3 "$INCLUDED4" >/dev/null 2>&1 && ok=$((ok + 1))
 done
 check_eq "each container has its own tunnel's address and reaches $INCLUDED4" 10 "$ok"

@@ -141,7 +141,7 @@ cap_eff=$(awk '/^CapEff/ { print $2 }' "/proc/$vpn_pid/status" 2>/dev/null)
 check_match "its engine has NET_ADMIN (CapEff $cap_eff)" '^1$' "$(( 0x${cap_eff:-0} >> 12 & 1 ))"
 check_match "... and no SYS_ADMIN" '^0$' "$(( 0x${cap_eff:-200000} >> 21 & 1 ))"
 in_vpn() { tg_podman exec vpn "$@"; }
-connected() { in_vpn /usr/sbin/tunnelgate status wg0 2>/dev/null | head -n 1 | grep -q '^wg0: connected'; }
+connected() { [[ $(in_vpn /usr/sbin/tunnelgate status wg0 2>/dev/null) == "wg0: connected"* ]]; }
 if ! wait_for "the tunnel in the container connects (tunnelgate status wg0)" 20 connected; then
   _tg_detail "$(tg_podman logs vpn 2>&1 | tail -n 20)"
 fi

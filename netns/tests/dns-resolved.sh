@@ -61,7 +61,7 @@ tgc() { tg_in_resolved_env "$TG" "$@"; }
 # link_line CMD: resolvectl's answer for link tgc without its "Link N (tgc):" prefix.
 link_line() { tg_resolvectl "$1" tgc 2>&1 | sed -n 's/^Link [0-9]* (tgc): *//p'; }
 # resolved_holds TEXT: resolvectl status (every link and the global section) mentions TEXT.
-resolved_holds() { tg_resolvectl status 2>&1 | grep -qF -- "$1"; }
+resolved_holds() { grep -qF -- "$1" <<<"$(tg_resolvectl status 2>&1)"; }
 resolved_forgot() { ! resolved_holds "$1"; }
 reverts() { grep -c 'D-Bus revert request from client' "$TG_RESOLVED_DIR/resolved.log"; }
 tgc_gone() { ! ip -n "$NS_C" link show tgc >/dev/null 2>&1; }

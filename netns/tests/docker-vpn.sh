@@ -93,7 +93,7 @@ cap_eff=$(awk '/^CapEff/ { print $2 }' "/proc/$vpn_pid/status" 2>/dev/null)
 check_eq "its engine has NET_ADMIN and no SYS_ADMIN (CapEff $cap_eff)" "1 0" \
   "$(( 0x${cap_eff:-200000} >> 12 & 1 )) $(( 0x${cap_eff:-200000} >> 21 & 1 ))"
 in_vpn() { tg_docker exec vpn "$@"; }
-connected() { in_vpn /usr/sbin/tunnelgate status wg0 2>/dev/null | head -n 1 | grep -q '^wg0: connected'; }
+connected() { [[ $(in_vpn /usr/sbin/tunnelgate status wg0 2>/dev/null) == "wg0: connected"* ]]; }
 wait_for "the tunnel in the container connects" 20 connected || _tg_detail "$(tg_docker logs vpn 2>&1 | tail -n 20)"
 health() { tg_docker inspect -f '{{.State.Health.Status}}' vpn 2>/dev/null; }
 is_health() { [ "$(health)" = "$1" ]; }

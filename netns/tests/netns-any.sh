@@ -194,7 +194,7 @@ check "... but the namespace's kill switch stays while the process is in it" \
   nsenter --net="/proc/$K/ns/net" nft list table inet tunnelgate-tga3
 check_eq "... and the tunnel's interface is gone" 0 "$(nsenter --net="/proc/$K/ns/net" ip -o link show | grep -c tga3)"
 # The reason replaces the first run's in C's record as the engine ends: polled, not read once.
-says_why() { in_c "$TG" status tga3 2>&1 | grep -qE "its namespace file /run/netns/$(tg_re "$kept") was removed"; }
+says_why() { grep -qE "its namespace file /run/netns/$(tg_re "$kept") was removed" <<<"$(in_c "$TG" status tga3 2>&1)"; }
 wait_for "status tga3 in C says why" 5 says_why
 check_match "status --netns pid:K shows what stays, and how to remove it" 'residue|kill switch' \
   "$(in_c "$TG" status tga3 --netns "pid:$K" 2>&1)"

@@ -126,7 +126,7 @@ wait_for "the container's systemd starts" 30 find_leader || tg_bail "no containe
 find_leader
 # in_ct CMD...: CMD inside the container (all its namespaces, its root).
 in_ct() { nsenter --target "$leader" --all -- "$@"; }
-booted() { in_ct systemctl is-system-running 2>/dev/null | grep -qxE 'running|degraded'; }
+booted() { grep -qxE 'running|degraded' <<<"$(in_ct systemctl is-system-running 2>/dev/null)"; }
 wait_for "the container boots (systemctl is-system-running)" 60 booted ||
   tg_bail "not booted" "$(in_ct systemctl --failed --no-pager 2>&1)" "$(tail -n 30 "$TG_TMP/console.log")"
 
@@ -156,10 +156,10 @@ nsenter --target "$leader" --net -- sysctl -q -w net.ipv6.conf.all.accept_dad=0 
 uplink_settled() {
   local l
   for l in uplink uplink-peer; do
-    ct_ip -6 -o addr show dev "$l" scope link | grep -q 'inet6 fe80::' || return 1
-    ct_ip -6 route show table local | grep -q "^local fe80::.* dev $l " || return 1
+    grep -q 'inet6 fe80::' <<<"$(ct_ip -6 -o addr show dev "$l" scope link)" || return 1
+    grep -q "^local fe80::.* dev $l " <<<"$(ct_ip -6 route show table local)" || return 1
   done
-  ! ct_ip -o addr show | grep -q tentative
+  ! grep -q tentative <<<"$(ct_ip -o addr show)"
 }
 wait_for "the uplink has settled (link-local addresses, nothing tentative)" 10 uplink_settled
 tg_snapshot_ct "$before"
