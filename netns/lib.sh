@@ -603,6 +603,55 @@ tg_full_tunnel_config() {
 EOF
 }
 
+# tg_runtime_config FILE NAME ADDRESS BIND PEER [OPTION VALUE]...: FILE, the configuration of tunnel NAME
+# hosting the example runtime (IP in UDP; netns/tests/runtime.sh): ADDRESS/24 on the TUN, the runtime's
+# socket bound to BIND (IP:PORT) sending to PEER (IP:PORT), whose address is the tunnelRemoteAddress; MTU
+# 1400. The scenarios' own config() helpers say what differs, with these options (FRAGMENT: JSON text
+# that begins with a comma, or nothing):
+#   --routes JSON        ipv4Settings.includedRoutes (default ["10.60.0.0/24"])
+#   --ipv6 JSON          an ipv6Settings too: fd60::N/64 (N: ADDRESS's last number), includedRoutes JSON
+#   --carriers JSON      carrierEndpoints
+#   --library PATH       runtime.library (default $LIB)
+#   --args FRAGMENT      more runtime.arguments after --bind and --peer (', "--keepalive-ms", "150"')
+#   --secret TEXT        the runtime's secret keys (default "secretFile": "$secret", tg_secret_file's)
+#   --packet-path PATH   runtime.packetPath (callback or tun; default: none, the runtime's choice)
+#   --runtime FRAGMENT   more runtime keys
+#   --top FRAGMENT       more top-level keys after the MTU (', "includeAllNetworks": true')
+#   --tail FRAGMENT      more top-level keys after the runtime
+tg_runtime_config() {
+  local file=$1 name=$2 address=$3 bind=$4 peer=$5 routes='["10.60.0.0/24"]' ipv6="" carriers="" library=${LIB:-}
+  local args="" secret_keys="" packet_path="" runtime="" top="" tail=""
+  shift 5 || tg_bail "tg_runtime_config FILE NAME ADDRESS BIND PEER [OPTION VALUE]..."
+  while [ $# -gt 0 ]; do
+    [ $# -ge 2 ] || tg_bail "tg_runtime_config: $1 needs a value"
+    case $1 in
+    --routes) routes=$2 ;;
+    --ipv6) ipv6=$2 ;;
+    --carriers) carriers=$2 ;;
+    --library) library=$2 ;;
+    --args) args=$2 ;;
+    --secret) secret_keys=$2 ;;
+    --packet-path) packet_path=$2 ;;
+    --runtime) runtime=$2 ;;
+    --top) top=$2 ;;
+    --tail) tail=$2 ;;
+    *) tg_bail "tg_runtime_config: unknown option $1" ;;
+    esac
+    shift 2
+  done
+  [ -n "$secret_keys" ] || secret_keys="\"secretFile\": \"${secret:?tg_runtime_config: no \$secret (tg_secret_file) and no --secret}\""
+  {
+    printf '{"name": "%s", "tunnelRemoteAddress": "%s", "mtu": 1400%s,\n' "$name" "${peer%:*}" "$top"
+    printf ' "ipv4Settings": {"addresses": ["%s"], "subnetMasks": ["255.255.255.0"], "includedRoutes": %s},\n' "$address" "$routes"
+    [ -z "$ipv6" ] || printf ' "ipv6Settings": {"addresses": ["fd60::%s"], "networkPrefixLengths": [64], "includedRoutes": %s},\n' \
+      "${address##*.}" "$ipv6"
+    [ -z "$carriers" ] || printf ' "carrierEndpoints": %s,\n' "$carriers"
+    printf ' "runtime": {"kind": "callback", "library": "%s",\n' "$library"
+    printf '             "arguments": ["--bind", "%s", "--peer", "%s"%s],\n' "$bind" "$peer" "$args"
+    printf '             %s%s%s}%s}\n' "$secret_keys" "${packet_path:+, \"packetPath\": \"$packet_path\"}" "$runtime" "$tail"
+  } >"$file"
+}
+
 # tg_state_dir NS: tunnelgate's state directory for NS (/run/tunnelgate/net-INODE; may not exist).
 tg_state_dir() {
   local inode

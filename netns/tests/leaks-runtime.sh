@@ -32,15 +32,8 @@ tg_secret_file "leak-suite-secret-$RANDOM$RANDOM"
 # config FILE NAME ADDRESS BIND PEER INCLUDED4 INCLUDED6 [EXTRA-ARGS] [EXTRA-TOP] [MORE-CARRIERS]: a
 # tunnel hosting the example runtime (IP in UDP; runtime.sh); the IPv6 address is fd60::N for 10.60.0.N.
 config() {
-  cat >"$1" <<CFG
-{"name": "$2", "tunnelRemoteAddress": "${5%:*}", "mtu": 1400${9:-},
- "ipv4Settings": {"addresses": ["$3"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["$6"]},
- "ipv6Settings": {"addresses": ["fd60::${3##*.}"], "networkPrefixLengths": [64], "includedRoutes": ["$7"]},
- "carrierEndpoints": ["$5"${10:-}],
- "runtime": {"kind": "callback", "library": "$LIB",
-             "arguments": ["--bind", "$4", "--peer", "$5", "--silence-ms", "600", "--keepalive-ms", "150"${8:-}],
-             "secretFile": "$secret"}}
-CFG
+  tg_runtime_config "$1" "$2" "$3" "$4" "$5" --routes "[\"$6\"]" --ipv6 "[\"$7\"]" \
+    --args ', "--silence-ms", "600", "--keepalive-ms", "150"'"${8:-}" --top "${9:-}" --carriers "[\"$5\"${10:-}]"
 }
 # config_a FILE [EXTRA-ARGS] [EXTRA-TOP]: C's full tunnel.
 config_a() { config "$1" tga 10.60.0.1 "$C_ETH0_4:5400" "$CARRIER4:5400" 0.0.0.0/0 ::/0 "${2:-}" "${3:-}" ", \"[$CARRIER6]:5400\""; }

@@ -32,14 +32,9 @@ printf 'root-only-key\n' >"$KEY"
 chmod 600 "$KEY"
 tg_defer rm -f "$KEY"
 
-config() { # FILE NAME ADDRESS BIND PEER LIBRARY EXTRA-ARGS EXTRA-TOP
-  cat >"$1" <<CFG
-{"name": "$2", "tunnelRemoteAddress": "${5%:*}", "mtu": 1400$8,
- "ipv4Settings": {"addresses": ["$3"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["0.0.0.0/0"]},
- "runtime": {"kind": "callback", "library": "$6",
-             "arguments": ["--bind", "$4", "--peer", "$5", "--keepalive-ms", "200"$7],
-             "secretFile": "$secret", "packetPath": "callback"}}
-CFG
+config() { # FILE NAME ADDRESS BIND PEER LIBRARY EXTRA-ARGS EXTRA-TOP (lib.sh tg_runtime_config)
+  tg_runtime_config "$1" "$2" "$3" "$4" "$5" --routes '["0.0.0.0/0"]' --library "$6" \
+    --args ', "--keepalive-ms", "200"'"$7" --packet-path callback --top "$8"
 }
 status_json() { ip netns exec "$1" "$TG" status "$2" --json 2>/dev/null; }
 status_is() { status_json "$1" "$2" | jq -e "$3" >/dev/null; }
