@@ -30,31 +30,16 @@ set -uo pipefail
 . "$(dirname "$0")/../containers.sh"
 started=$(_tg_now_ms)
 budget=${TG_VPN_BUDGET:-280}
-for tool in podman runc wireguard-go wg mmdebstrap dpkg-deb python3; do
-  command -v "$tool" >/dev/null || tg_bail "$tool is installed" "Scripts/setup.sh installs it"
-done
-[ -x /bin/busybox ] || tg_bail "busybox-static is installed" "Scripts/setup.sh installs it"
-[ -c /dev/net/tun ] || tg_bail "/dev/net/tun exists"
-
 WGI=wgi$((RANDOM % 100000))
 VPN_IMAGE=localhost/tunnelgate-vpn:test
-cleanup() {
-  tg_containers_down
-  rm -f "/var/run/wireguard/$WGI.sock"
-  tg_topology_down
-}
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
-tg_topology_up
+tg_defer rm -f "/var/run/wireguard/$WGI.sock"
+[ -x /bin/busybox ] || tg_bail "busybox-static is installed" "Scripts/setup.sh installs it"
+[ -c /dev/net/tun ] || tg_bail "/dev/net/tun exists"
+tg_begin --needs podman,runc,wireguard-go,wg,mmdebstrap,dpkg-deb,python3
+tg_defer tg_containers_down
 
 # --- The package and the image ------------------------------------------------------------------------
-deb=${TG_VPN_DEB:-}
-if [ -z "$deb" ]; then
-  tg_run bash "$TG_ROOT/Scripts/package-deb.sh" --output "$TG_TMP/package"
-  [ "$TG_RC" -eq 0 ] || tg_bail "Scripts/package-deb.sh builds the package" "$TG_ERR"
-  deb=$(printf '%s\n' "$TG_OUT" | tail -n 1)
-fi
+tg_vpn_package
 tg_podman_setup "$NS_C"
 tg_podman_image
 t0=$(_tg_now_ms)
@@ -83,27 +68,7 @@ check_eq "it holds no Swift toolchain or runtime library" "" \
 ip netns exec "$NS_C" sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
 ip -n "$NS_R" route add 10.89.43.0/24 via "$C_ETH0_4"
 ip -n "$NS_R" -6 route add fd00:89:43::/64 via "$C_ETH0_6"
-tg_vpn_peer_start "$WGI" "$TG_TMP/tunnels"
-ETC=$TG_TMP/vpn-etc
-(umask 077 && mkdir -p "$ETC" && wg genkey >"$ETC/wg0.key")
-ip netns exec "$NS_I" wg set "$WGI" peer "$(wg pubkey <"$ETC/wg0.key")" allowed-ips 10.8.0.3/32,fd00:8::3/128
-(umask 077 && cat >"$ETC/wg0.json" <<EOF
-{
-  "name": "wg0",
-  "tunnelRemoteAddress": "$CARRIER4",
-  "mtu": 1380,
-  "ipv4Settings": {"addresses": ["10.8.0.3"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["0.0.0.0/0"]},
-  "ipv6Settings": {"addresses": ["fd00:8::3"], "networkPrefixLengths": [64], "includedRoutes": ["::/0"]},
-  "includeAllNetworks": true,
-  "runtime": {
-    "kind": "wireguard",
-    "privateKeyFile": "/etc/tunnelgate/wg0.key",
-    "listenPort": 52003,
-    "peers": [{"publicKey": "$TG_VPN_PUB", "endpoint": "$CARRIER4:51820", "allowedIPs": ["0.0.0.0/0", "::/0"]}]
-  }
-}
-EOF
-)
+tg_vpn_container_config "$WGI"
 tg_run tg_podman run --rm --pull=never --network none --no-healthcheck -v "$ETC:/etc/tunnelgate:ro" \
   --entrypoint /usr/sbin/tunnelgate "$VPN_IMAGE" validate /etc/tunnelgate/wg0.json
 check_rc "the image's tunnelgate finds the mounted configuration valid" 0
