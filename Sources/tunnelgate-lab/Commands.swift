@@ -23,7 +23,8 @@ struct Commands {
                 throw LabError("no lab run \(JSONValue.quoted(id))")
             }
             let state = try? registry.load(id)
-            let problems = Lab.tearDown(id: id, namespaces: state.map { Array($0.namespaces.values) } ?? [], registry: registry)
+            let problems = Lab.tearDown(id: id, namespaces: state.map { Array($0.namespaces.values) } ?? [],
+                                        cookies: state.map { Array(($0.namespaceCookies ?? [:]).values) } ?? [], registry: registry)
             if !problems.isEmpty { throw LabError("down \(id): " + problems.joined(separator: "; ")) }
             print("down \(id)")
             return ExitCode.success
