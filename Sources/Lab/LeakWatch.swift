@@ -345,6 +345,9 @@ public struct LeakWatch {
         var reading = LeakReading(flows: [], flowsByUID: [], unitemised: 0)
         for far in farEnds {
             let nft = try lab.namespace(of: far.node).nftables()
+            // The totals first: a packet that comes while the two are read then counts in an element and
+            // not in the total read before it, never in the total alone (which would read as unitemised).
+            let total = try nft.ruleCounters(table: Self.table).filter { $0.comment?.hasPrefix("total ") == true }.reduce(0) { $0 + $1.packets }
             var itemised: UInt64 = 0
             for f in [IPFamily.ipv4, .ipv6] {
                 let elements = try nft.elements(table: Self.table, set: Self.setName(f, uid: false))
@@ -356,7 +359,6 @@ public struct LeakWatch {
                     }
                 }
             }
-            let total = try nft.ruleCounters(table: Self.table).filter { $0.comment?.hasPrefix("total ") == true }.reduce(0) { $0 + $1.packets }
             if total > itemised { reading.unitemised += total - itemised }
         }
         if let client = lab.topology.client, !lab.topology.clientLinks.isEmpty {
