@@ -146,9 +146,12 @@ _tg_cleanup() {
 
 # A signal counts as a failed check, so an interrupted scenario still ends with its summary line; the
 # exit that follows runs the cleanup stack.
+# The report goes to the standard output the scenario had when it sourced lib.sh: a signal that comes
+# while a wait_for predicate runs (a function, its output sent to /dev/null) is handled inside it.
+exec {TG_STDOUT_FD}>&1
 trap _tg_cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
+trap '{ tg_fail "interrupted by SIGINT"; tg_summary; } >&"$TG_STDOUT_FD"; exit 130' INT
+trap '{ tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; } >&"$TG_STDOUT_FD"; exit 143' TERM
 
 # tg_tmpdir: makes $TG_TMP (a fresh directory under /tmp) if there is none yet, removed at exit.
 tg_tmpdir() {
