@@ -219,7 +219,8 @@ tg_containers_down() {
 TG_VPN_WG=""
 TG_VPN_DIR=""
 TG_VPN_PUB=""
-# The leak watch's carrier 5-tuples of the tunnels made so far (tg_leak_watch "${TG_VPN_CARRIERS[@]}").
+# The carrier 5-tuples of the tunnels made so far, for the lab's leak counters
+# (tg_lab_leak_declare "${TG_VPN_CARRIERS[@]}").
 TG_VPN_CARRIERS=()
 
 # tg_vpn_peer_start WGI DIR: the peer in I (its interface named WGI) and its DNS server; the tunnels'
@@ -261,6 +262,46 @@ tg_vpn_public_key() {
   sed -n 's/^PrivateKey = //p' "$TG_VPN_DIR/$1.conf" | wg pubkey
 }
 
+# --- The VPN container image's scenarios (container-vpn.sh, docker-vpn.sh) --------------------------------
+
+# tg_vpn_package: $deb, the Debian package the VPN image is made from: $TG_VPN_DEB when set, else one
+# Scripts/package-deb.sh builds into $TG_TMP/package; ends the scenario when it cannot be built.
+tg_vpn_package() {
+  deb=${TG_VPN_DEB:-}
+  [ -z "$deb" ] || return 0
+  tg_run bash "$TG_ROOT/Scripts/package-deb.sh" --output "$TG_TMP/package"
+  [ "$TG_RC" -eq 0 ] || tg_bail "Scripts/package-deb.sh builds the package" "$TG_ERR"
+  deb=$(printf '%s\n' "$TG_OUT" | tail -n 1)
+}
+
+# tg_vpn_container_config WGI: the peer in I (tg_vpn_peer_start, its interface WGI) and $ETC
+# ($TG_TMP/vpn-etc, owner-only), what the VPN container mounts at /etc/tunnelgate: wg0.key, a key the
+# peer knows as 10.8.0.3 and fd00:8::3, and wg0.json, a full tunnel over WireGuard from ListenPort 52003
+# (the carrier 5-tuple the leak counters are told) to the peer, with includeAllNetworks.
+tg_vpn_container_config() {
+  tg_vpn_peer_start "$1" "$TG_TMP/tunnels"
+  ETC=$TG_TMP/vpn-etc
+  (umask 077 && mkdir -p "$ETC" && wg genkey >"$ETC/wg0.key") || tg_bail "a WireGuard key in $ETC"
+  ip netns exec "$NS_I" wg set "$TG_VPN_WG" peer "$(wg pubkey <"$ETC/wg0.key")" allowed-ips 10.8.0.3/32,fd00:8::3/128
+  (umask 077 && cat >"$ETC/wg0.json" <<EOF
+{
+  "name": "wg0",
+  "tunnelRemoteAddress": "$CARRIER4",
+  "mtu": 1380,
+  "ipv4Settings": {"addresses": ["10.8.0.3"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["0.0.0.0/0"]},
+  "ipv6Settings": {"addresses": ["fd00:8::3"], "networkPrefixLengths": [64], "includedRoutes": ["::/0"]},
+  "includeAllNetworks": true,
+  "runtime": {
+    "kind": "wireguard",
+    "privateKeyFile": "/etc/tunnelgate/wg0.key",
+    "listenPort": 52003,
+    "peers": [{"publicKey": "$TG_VPN_PUB", "endpoint": "$CARRIER4:51820", "allowedIPs": ["0.0.0.0/0", "::/0"]}]
+  }
+}
+EOF
+  ) || tg_bail "writing $ETC/wg0.json"
+}
+
 # tg_leak_generate_in NETNS_PATH: the leak generator (netns/lib.sh) in a container's namespace, entered
 # by its path (nsenter: no mount namespace of its own), from root and uid 65534, routed, forced onto
 # eth0 and bound to eth0's addresses, to $TG_LEAK_TARGETS and R's link-local address. True when it made
@@ -283,7 +324,7 @@ tg_leak_generate_in() {
 # tentative: a snapshot of NS taken now is the one a later one must equal (a predicate for wait_for).
 tg_bridge_settled() {
   [ -z "$(ip -n "$1" -o link show master "$2" 2>/dev/null)" ] &&
-    ip -n "$1" -o link show dev "$2" | grep -q 'NO-CARRIER' && ! ip -n "$1" -o addr show | grep -q tentative
+    grep -q 'NO-CARRIER' <<<"$(ip -n "$1" -o link show dev "$2")" && ! grep -q tentative <<<"$(ip -n "$1" -o addr show)"
 }
 
 # tg_netns_names: the names in /run/netns that container engines and tunnelgate-cni make (podman's

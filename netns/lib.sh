@@ -146,9 +146,12 @@ _tg_cleanup() {
 
 # A signal counts as a failed check, so an interrupted scenario still ends with its summary line; the
 # exit that follows runs the cleanup stack.
+# The report goes to the standard output the scenario had when it sourced lib.sh: a signal that comes
+# while a wait_for predicate runs (a function, its output sent to /dev/null) is handled inside it.
+exec {TG_STDOUT_FD}>&1
 trap _tg_cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
+trap '{ tg_fail "interrupted by SIGINT"; tg_summary; } >&"$TG_STDOUT_FD"; exit 130' INT
+trap '{ tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; } >&"$TG_STDOUT_FD"; exit 143' TERM
 
 # tg_tmpdir: makes $TG_TMP (a fresh directory under /tmp) if there is none yet, removed at exit.
 tg_tmpdir() {
@@ -402,8 +405,8 @@ _tg_settled() {
   local ns=$1 links link
   links=$(ip -n "$ns" -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | grep -vx lo)
   for link in $links; do
-    ip -n "$ns" -o link show dev "$link" | grep -q ' state UP ' || return 1
-    ip -n "$ns" -6 -o addr show dev "$link" scope link | grep -q 'inet6 fe80::' || return 1
+    grep -q ' state UP ' <<<"$(ip -n "$ns" -o link show dev "$link")" || return 1
+    grep -q 'inet6 fe80::' <<<"$(ip -n "$ns" -6 -o addr show dev "$link" scope link)" || return 1
   done
   ! grep -q tentative <<<"$(ip -n "$ns" -o addr show)"
 }
@@ -603,6 +606,55 @@ tg_full_tunnel_config() {
 EOF
 }
 
+# tg_runtime_config FILE NAME ADDRESS BIND PEER [OPTION VALUE]...: FILE, the configuration of tunnel NAME
+# hosting the example runtime (IP in UDP; netns/tests/runtime.sh): ADDRESS/24 on the TUN, the runtime's
+# socket bound to BIND (IP:PORT) sending to PEER (IP:PORT), whose address is the tunnelRemoteAddress; MTU
+# 1400. The scenarios' own config() helpers say what differs, with these options (FRAGMENT: JSON text
+# that begins with a comma, or nothing):
+#   --routes JSON        ipv4Settings.includedRoutes (default ["10.60.0.0/24"])
+#   --ipv6 JSON          an ipv6Settings too: fd60::N/64 (N: ADDRESS's last number), includedRoutes JSON
+#   --carriers JSON      carrierEndpoints
+#   --library PATH       runtime.library (default $LIB)
+#   --args FRAGMENT      more runtime.arguments after --bind and --peer (', "--keepalive-ms", "150"')
+#   --secret TEXT        the runtime's secret keys (default "secretFile": "$secret", tg_secret_file's)
+#   --packet-path PATH   runtime.packetPath (callback or tun; default: none, the runtime's choice)
+#   --runtime FRAGMENT   more runtime keys
+#   --top FRAGMENT       more top-level keys after the MTU (', "includeAllNetworks": true')
+#   --tail FRAGMENT      more top-level keys after the runtime
+tg_runtime_config() {
+  local file=$1 name=$2 address=$3 bind=$4 peer=$5 routes='["10.60.0.0/24"]' ipv6="" carriers="" library=${LIB:-}
+  local args="" secret_keys="" packet_path="" runtime="" top="" tail=""
+  shift 5 || tg_bail "tg_runtime_config FILE NAME ADDRESS BIND PEER [OPTION VALUE]..."
+  while [ $# -gt 0 ]; do
+    [ $# -ge 2 ] || tg_bail "tg_runtime_config: $1 needs a value"
+    case $1 in
+    --routes) routes=$2 ;;
+    --ipv6) ipv6=$2 ;;
+    --carriers) carriers=$2 ;;
+    --library) library=$2 ;;
+    --args) args=$2 ;;
+    --secret) secret_keys=$2 ;;
+    --packet-path) packet_path=$2 ;;
+    --runtime) runtime=$2 ;;
+    --top) top=$2 ;;
+    --tail) tail=$2 ;;
+    *) tg_bail "tg_runtime_config: unknown option $1" ;;
+    esac
+    shift 2
+  done
+  [ -n "$secret_keys" ] || secret_keys="\"secretFile\": \"${secret:?tg_runtime_config: no \$secret (tg_secret_file) and no --secret}\""
+  {
+    printf '{"name": "%s", "tunnelRemoteAddress": "%s", "mtu": 1400%s,\n' "$name" "${peer%:*}" "$top"
+    printf ' "ipv4Settings": {"addresses": ["%s"], "subnetMasks": ["255.255.255.0"], "includedRoutes": %s},\n' "$address" "$routes"
+    [ -z "$ipv6" ] || printf ' "ipv6Settings": {"addresses": ["fd60::%s"], "networkPrefixLengths": [64], "includedRoutes": %s},\n' \
+      "${address##*.}" "$ipv6"
+    [ -z "$carriers" ] || printf ' "carrierEndpoints": %s,\n' "$carriers"
+    printf ' "runtime": {"kind": "callback", "library": "%s",\n' "$library"
+    printf '             "arguments": ["--bind", "%s", "--peer", "%s"%s],\n' "$bind" "$peer" "$args"
+    printf '             %s%s%s}%s}\n' "$secret_keys" "${packet_path:+, \"packetPath\": \"$packet_path\"}" "$runtime" "$tail"
+  } >"$file"
+}
+
 # tg_state_dir NS: tunnelgate's state directory for NS (/run/tunnelgate/net-INODE; may not exist).
 tg_state_dir() {
   local inode
@@ -707,9 +759,57 @@ tg_exited() {
 #
 # tunnelgate-lab up gives R a table (inet tunnelgate_lab_leaks) that counts every packet arriving from C's
 # c0 and c1 per 5-tuple (ICMP: type and code), in prerouting before anything can drop it, IPv6 neighbour
-# discovery and MLD left out, and C one that counts what leaves eth0 and eth1 by the sending socket's uid.
-# tg_lab_leaks_reset starts a phase; check_lab_no_leaks reads it. (The leak suite, leaks.sh and
-# leaks-runtime.sh, uses tg_leak_watch below: carriers by source port and address, first-seen times.)
+# discovery and MLD left out, each 5-tuple with the moment it was first seen; and C one that counts what
+# leaves eth0 and eth1 by the sending socket's uid. tg_lab_leaks_reset starts a phase; check_lab_no_leaks
+# reads it (docs/lab.md, "Leak counters").
+#
+# A scenario that checks many phases against the same carriers declares them once with
+# tg_lab_leak_declare; every check_lab_no_leaks, tg_lab_leak_count, tg_lab_carrier_packets and
+# tg_lab_leak_tuples after it then judges by them.
+
+# The --carrier and --allow arguments of the last tg_lab_leak_declare.
+TG_LAB_LEAK_ARGS=()
+
+# tg_lab_leak_declare [--carrier IP:PORT/PROTO[@[SADDR:]SPORT]]... [--allow PREFIX]...: the carrier
+# 5-tuples that may leave C (@SPORT: only from that source port of C, a carrier socket bound to a known
+# local port such as WireGuard's ListenPort; @SADDR:SPORT: from that address too) and the destinations
+# that may be reached directly in the phases that follow (an excluded route without the kill switch, the
+# LAN with excludeLocalNetworks); replaces an earlier declaration and starts the counters at zero. Ends
+# the scenario if the lab refuses them.
+tg_lab_leak_declare() {
+  local out
+  out=$(tg_lab leaks show "$@" 2>&1 >/dev/null) || tg_bail "tg_lab_leak_declare $*" "$out"
+  TG_LAB_LEAK_ARGS=("$@")
+  tg_lab_leaks_reset
+}
+
+# tg_lab_leak_json: the lab's reading since tg_lab_leaks_reset, judged by the declaration (`leaks show
+# --json`: flows with kind carrier, allowed, dns or other, and whether the destination is a carrier's).
+tg_lab_leak_json() {
+  tg_lab leaks show --json "${TG_LAB_LEAK_ARGS[@]}"
+}
+
+# tg_lab_leak_count [carrier-addresses|other-addresses]: the packets that leaked since tg_lab_leaks_reset
+# (flows that are neither a declared carrier nor allowed): to a carrier's address, to any other address,
+# or (no argument) both, with the packets no flow holds.
+tg_lab_leak_count() {
+  tg_lab_leak_json | jq --arg only "${1:-all}" '
+    ([.flows[] | select(.kind == "dns" or .kind == "other")
+      | select($only == "all" or (.toCarrierAddress == ($only == "carrier-addresses"))) | .packets] | add // 0) + .unitemised'
+}
+
+# tg_lab_carrier_packets: the packets of the declared carrier 5-tuples that left C since tg_lab_leaks_reset
+# (the tunnel's own carrier traffic: a tunnel that works moves it).
+tg_lab_carrier_packets() {
+  tg_lab_leak_json | jq '[.flows[] | select(.kind == "carrier") | .packets] | add // 0'
+}
+
+# tg_lab_leak_tuples: what R counted since tg_lab_leaks_reset, one flow a line, as `tunnelgate-lab leaks
+# show` prints it with the declaration ("other tcp 10.231.0.2:40000 -> 198.18.0.10:8080 packets 3 (at r)
+# first-seen MS (HH:MM:SS.mmmZ)"); what C counted by uid left out.
+tg_lab_leak_tuples() {
+  tg_lab leaks show "${TG_LAB_LEAK_ARGS[@]}" | grep -v '^by-uid '
+}
 
 # tg_lab_leaks_reset: every counter of the lab's leak watch to zero.
 tg_lab_leaks_reset() {
@@ -717,15 +817,18 @@ tg_lab_leaks_reset() {
   out=$(tg_lab leaks reset 2>&1) || tg_bail "tunnelgate-lab leaks reset" "$out"
 }
 
-# check_lab_no_leaks DESC [--carrier IP:PORT/PROTO]... [--allow PREFIX]... [--uid UID]: since
-# tg_lab_leaks_reset nothing left C's physical links but the carriers' 5-tuples and what went to an
+# check_lab_no_leaks DESC [--carrier IP:PORT/PROTO[@[SADDR:]SPORT]]... [--allow PREFIX]... [--uid UID]
+# [--after MS] [--before MS] [--only carrier-addresses|other-addresses]: since tg_lab_leaks_reset nothing
+# left C's physical links but the carriers' 5-tuples (those of tg_lab_leak_declare too) and what went to an
 # --allow prefix (with --uid, carrier packets only from that uid), as `tunnelgate-lab expect-no-leaks`
-# judges it; on failure every offending 5-tuple is listed with its packets.
+# judges it; with --after/--before only the 5-tuples first seen then (MS from _tg_now_ms), with --only those
+# to a carrier's address or to any other. On failure every offending 5-tuple is listed with its packets and
+# the moment it was first seen.
 check_lab_no_leaks() {
   local desc=$1 out
   shift
   _tg_leak_settle
-  if out=$(tg_lab expect-no-leaks --name "$desc" "$@" 2>&1); then
+  if out=$(tg_lab expect-no-leaks --name "$desc" "${TG_LAB_LEAK_ARGS[@]}" "$@" 2>&1); then
     tg_pass "$desc"
   else
     tg_fail "$desc" "$(printf '%s\n' "$out" | grep -v '^\(not \)\{0,1\}ok - ' | sed 's/^#   //')"
@@ -776,21 +879,13 @@ tg_dnsmasq() {
     tg_bail "dnsmasq in $ns did not start" "$(cat "$TG_TMP/dnsmasq-$address.log" 2>&1)"
 }
 
-# === Leak counters on the router (the leak suite: netns/tests/leaks.sh, netns/tests/leaks-runtime.sh) ===
+# === The leak generator (the leak suite: netns/tests/leaks.sh, leaks-runtime.sh, and the container scenarios) ===
 #
-# tg_leak_watch installs in R an nftables table "inet tgleak" whose prerouting chain (priority raw, before
-# conntrack and before anything that could drop) looks at every packet arriving from C's physical links
-# (c0, c1). What is not one of the declared carrier 5-tuples and not IPv6 neighbour or router discovery
-# (ICMPv6 133-136) is a leak: it is counted (named counters leak_carrier, for a destination that is a
-# carrier's address, and leak_other) and its tuple is recorded in a dynamic set (source, destination,
-# protocol, destination port or ICMP type), with the time it was first seen (the set's element timeout
-# of one hour counts down from that moment). The carrier 5-tuples that do pass are counted too
-# (carrier_ok), so a phase can show that the tunnel's own carrier traffic flowed.
-#
-# The traffic: tg_leak_generate (bounded, in the foreground) and tg_leak_generate_start/_stop (the same
-# in the background, for transitions) run netns/tests/leak_traffic.py probe in C: every way out from
-# root and from uid 65534, IPv4 and IPv6, TCP, UDP, DNS, ICMP, through the routing table, forced onto
-# eth0 and eth1, and bound to C's physical addresses, to the carrier, LAN and "internet" addresses.
+# The traffic whose leaks the lab's counters (above) count: tg_leak_generate (bounded, in the foreground)
+# and tg_leak_generate_start/_stop (the same in the background, for transitions) run
+# netns/tests/leak_traffic.py probe in C: every way out from root and from uid 65534, IPv4 and IPv6, TCP,
+# UDP, DNS, ICMP, through the routing table, forced onto eth0 and eth1, and bound to C's physical
+# addresses, to the carrier, LAN and "internet" addresses.
 
 TG_LEAK_TOOL=$TG_ROOT/netns/tests/leak_traffic.py
 TG_LEAK_GEN_PID=""
@@ -802,253 +897,11 @@ TG_LEAK_GEN_ARGS=()
 TG_LEAK_TARGETS=("$CARRIER4" "$CARRIER6" "$LAN4" "$LAN6" "$INCLUDED4" "$INCLUDED6" "$EXCLUDED4" "$EXCLUDED6"
   "$ELSEWHERE4" "$ELSEWHERE6" "$R_C0_4")
 
-# _tg_leak_carrier SPEC: "IP:PORT/PROTO[@[SADDR:]SPORT]" (IPv6 in brackets, [SADDR]:SPORT too) as
-# "FAMILY IP PROTO PORT SADDR SPORT" (SADDR and SPORT "-" when not given); fails on anything else.
-_tg_leak_carrier() {
-  local spec=$1 rest addr port proto from="" saddr=- sport=- family=4
-  [[ $spec == *@* ]] && { from=${spec##*@}; spec=${spec%@*}; }
-  if [[ $from == *:* ]]; then
-    sport=${from##*:} saddr=${from%:*} saddr=${saddr#[} saddr=${saddr%]}
-  elif [ -n "$from" ]; then
-    sport=$from
-  fi
-  proto=${spec##*/} rest=${spec%/*}
-  port=${rest##*:} addr=${rest%:*}
-  if [[ $addr == \[*\] ]]; then addr=${addr#[}; addr=${addr%]}; family=6; fi
-  [[ $proto == udp || $proto == tcp ]] && [[ $port =~ ^[0-9]+$ ]] && [[ $sport == - || $sport =~ ^[0-9]+$ ]] &&
-    [ -n "$addr" ] && [ -n "$saddr" ] && { [ "$saddr" = - ] || [ "$sport" != - ]; } || return 1
-  echo "$family $addr $proto $port $saddr $sport"
-}
-
-# tg_leak_watch [--carrier IP:PORT/PROTO[@[SADDR:]SPORT]]... [--allow-to ADDR]...: (re)installs the
-# counters in R (replacing an earlier watch in one transaction) and starts them at zero.
-#   --carrier   a carrier 5-tuple that may leave C: to IP:PORT over PROTO, from C's source port SPORT
-#               when it is fixed (WireGuard's ListenPort), from C's address SADDR when the carrier's
-#               socket is bound to one (else from any of C's addresses). IPv6 in brackets.
-#   --allow-to  a destination (an address or a prefix) that may be reached directly in this phase (an
-#               excluded route without the kill switch, the LAN with excludeLocalNetworks); not counted.
-tg_leak_watch() {
-  local elems4s="" elems4="" elems6s="" elems6="" elems4a="" elems6a="" addrs4="" addrs6="" allow4="" allow6=""
-  local parsed fam ip proto port saddr sport
-  : >"$TG_TMP/leak-carriers"
-  while [ $# -gt 0 ]; do
-    case $1 in
-    --carrier)
-      parsed=$(_tg_leak_carrier "${2:-}") || tg_bail "tg_leak_watch: --carrier ${2:-}: not IP:PORT/PROTO[@[SADDR:]SPORT]"
-      read -r fam ip proto port saddr sport <<<"$parsed"
-      echo "$ip" >>"$TG_TMP/leak-carriers"
-      if [ "$fam" = 4 ]; then
-        addrs4+="$ip, "
-        if [ "$saddr" != - ]; then elems4a+="$saddr . $ip . $proto . $sport . $port, "
-        elif [ "$sport" = - ]; then elems4+="$ip . $proto . $port, "
-        else elems4s+="$ip . $proto . $sport . $port, "; fi
-      else
-        addrs6+="$ip, "
-        if [ "$saddr" != - ]; then elems6a+="$saddr . $ip . $proto . $sport . $port, "
-        elif [ "$sport" = - ]; then elems6+="$ip . $proto . $port, "
-        else elems6s+="$ip . $proto . $sport . $port, "; fi
-      fi
-      shift 2 ;;
-    --allow-to)
-      if [[ ${2:-} == *:* ]]; then allow6+="$2, "; else allow4+="${2:-}, "; fi
-      shift 2 ;;
-    *) tg_bail "tg_leak_watch: unknown argument $1" ;;
-    esac
-  done
-  local el=_tg_leak_elements_line
-  ip netns exec "$NS_R" nft -f - <<EOT || tg_bail "nft: the leak watch in R"
-table inet tgleak {}
-delete table inet tgleak
-table inet tgleak {
-  counter leak_carrier {}
-  counter leak_other {}
-  counter carrier_ok {}
-  set ok4a { type ipv4_addr . ipv4_addr . inet_proto . inet_service . inet_service; $($el "$elems4a") }
-  set ok6a { type ipv6_addr . ipv6_addr . inet_proto . inet_service . inet_service; $($el "$elems6a") }
-  set ok4s { type ipv4_addr . inet_proto . inet_service . inet_service; $($el "$elems4s") }
-  set ok4 { type ipv4_addr . inet_proto . inet_service; $($el "$elems4") }
-  set ok6s { type ipv6_addr . inet_proto . inet_service . inet_service; $($el "$elems6s") }
-  set ok6 { type ipv6_addr . inet_proto . inet_service; $($el "$elems6") }
-  set carriers4 { type ipv4_addr; $($el "$addrs4") }
-  set carriers6 { type ipv6_addr; $($el "$addrs6") }
-  set allow4 { type ipv4_addr; flags interval; $($el "$allow4") }
-  set allow6 { type ipv6_addr; flags interval; $($el "$allow6") }
-  set seen4 { type ipv4_addr . ipv4_addr . inet_proto . inet_service; size 65535; flags dynamic,timeout; timeout 1h; }
-  set seen6 { type ipv6_addr . ipv6_addr . inet_proto . inet_service; size 65535; flags dynamic,timeout; timeout 1h; }
-  set seen4i { type ipv4_addr . ipv4_addr . icmp_type; size 65535; flags dynamic,timeout; timeout 1h; }
-  set seen6i { type ipv6_addr . ipv6_addr . icmpv6_type; size 65535; flags dynamic,timeout; timeout 1h; }
-  chain pre {
-    type filter hook prerouting priority raw; policy accept;
-    iifname != { "c0", "c1" } return
-    ip saddr . ip daddr . meta l4proto . th sport . th dport @ok4a counter name carrier_ok return
-    ip6 saddr . ip6 daddr . meta l4proto . th sport . th dport @ok6a counter name carrier_ok return
-    ip daddr . meta l4proto . th sport . th dport @ok4s counter name carrier_ok return
-    ip daddr . meta l4proto . th dport @ok4 counter name carrier_ok return
-    ip6 daddr . meta l4proto . th sport . th dport @ok6s counter name carrier_ok return
-    ip6 daddr . meta l4proto . th dport @ok6 counter name carrier_ok return
-    icmpv6 type { nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert } return
-    ip daddr @allow4 return
-    ip6 daddr @allow6 return
-    ip daddr @carriers4 counter name leak_carrier goto record
-    ip6 daddr @carriers6 counter name leak_carrier goto record
-    counter name leak_other goto record
-  }
-  chain record {
-    meta l4proto icmp add @seen4i { ip saddr . ip daddr . icmp type } return
-    meta l4proto ipv6-icmp add @seen6i { ip6 saddr . ip6 daddr . icmpv6 type } return
-    meta nfproto ipv4 add @seen4 { ip saddr . ip daddr . meta l4proto . th dport } return
-    meta nfproto ipv6 add @seen6 { ip6 saddr . ip6 daddr . meta l4proto . th dport } return
-  }
-}
-EOT
-}
-
-# _tg_leak_elements_line "A, B, ": a set's elements line ("elements = { A, B }"), nothing for no elements.
-_tg_leak_elements_line() {
-  [ -n "$1" ] && echo "elements = { ${1%, } }"
-  return 0
-}
-
-# tg_leak_reset: a new phase: every counter of the watch to zero, every recorded tuple forgotten.
-tg_leak_reset() {
-  ip netns exec "$NS_R" nft -f - <<EOT >/dev/null || tg_bail "nft: resetting the leak watch in R"
-flush set inet tgleak seen4
-flush set inet tgleak seen6
-flush set inet tgleak seen4i
-flush set inet tgleak seen6i
-reset counter inet tgleak leak_carrier
-reset counter inet tgleak leak_other
-reset counter inet tgleak carrier_ok
-EOT
-}
-
-# _tg_leak_counter NAME: the packets a named counter of the watch has counted.
-_tg_leak_counter() {
-  ip netns exec "$NS_R" nft list counter inet tgleak "$1" | awk '$1 == "packets" { print $2 }'
-}
-
-# tg_leak_count [carrier|other]: the leaked packets since tg_leak_reset: to a carrier's address (that
-# were not a carrier 5-tuple), to any other address, or (no argument) both.
-tg_leak_count() {
-  case ${1:-all} in
-  carrier) _tg_leak_counter leak_carrier ;;
-  other) _tg_leak_counter leak_other ;;
-  *) echo $(( $(_tg_leak_counter leak_carrier) + $(_tg_leak_counter leak_other) )) ;;
-  esac
-}
-
-# tg_leak_carrier_packets: the packets of the declared carrier 5-tuples that left C since tg_leak_reset
-# (the tunnel's own carrier traffic: a tunnel that works moves it).
-tg_leak_carrier_packets() {
-  _tg_leak_counter carrier_ok
-}
-
-# _tg_leak_elements: every recorded tuple as "FIRST_SEEN_EPOCH_MS CLASS PROTO SRC DST PORT-OR-TYPE", CLASS
-# being carrier (DST is a carrier's address) or other. The kernel says how long ago each was added (its
-# timeout counts down); that is subtracted from the moment the listing returned, less 10 ms for the
-# kernel's clock ticks: a first-seen time is never earlier than the true one, at most ~30 ms later.
-_tg_leak_elements() {
-  local listing after
-  listing=$(ip netns exec "$NS_R" nft list table inet tgleak 2>/dev/null)
-  after=$(_tg_now_ms)
-  printf '%s\n' "$listing" | awk -v now="$after" '
-    function ms(d,  t, n) {   # nft durations: 59m59s988ms
-      t = 0
-      while (match(d, /^[0-9]+(ms|d|h|m|s)/)) {
-        n = substr(d, 1, RLENGTH); d = substr(d, RLENGTH + 1)
-        if (n ~ /ms$/) t += n + 0; else if (n ~ /d$/) t += n * 86400000; else if (n ~ /h$/) t += n * 3600000
-        else if (n ~ /m$/) t += n * 60000; else t += n * 1000
-      }
-      return t
-    }
-    function element(e, set,  f, i, left, seen) {
-      gsub(/^[ \t]+|[ \t]+$/, "", e)
-      if (e == "") return
-      left = 3600000
-      if (match(e, /expires [0-9a-z]+/)) left = ms(substr(e, RSTART + 8, RLENGTH - 8))
-      split(e, f, " \\. ")
-      for (i in f) { gsub(/^ +/, "", f[i]); sub(/ .*/, "", f[i]) }
-      seen = now - (3600000 - left) + 10
-      if (set ~ /i$/) printf "%.0f %s %s %s %s\n", seen, (set == "seen4i" ? "icmp" : "icmpv6"), f[1], f[2], f[3]
-      else printf "%.0f %s %s %s %s\n", seen, f[3], f[1], f[2], f[4]
-    }
-    $1 == "set" { set = $2; inside = 0 }
-    set ~ /^seen/ && /elements = \{/ { inside = 1; sub(/.*elements = \{/, "") }
-    inside {
-      last = sub(/\}.*/, "")
-      n = split($0, parts, ",")
-      for (i = 1; i <= n; i++) element(parts[i], set)
-      if (last) inside = 0
-    }' |
-    while read -r seen proto src dst port; do
-      if grep -qxF "$dst" "$TG_TMP/leak-carriers" 2>/dev/null; then
-        echo "$seen carrier $proto $src $dst $port"
-      else
-        echo "$seen other $proto $src $dst $port"
-      fi
-    done
-  return 0
-}
-
-# tg_leak_tuples [carrier|other] [--before EPOCH_MS]: the tuples that leaked since tg_leak_reset, one per
-# line ("tcp 10.231.0.2 -> 198.18.0.10 port 8080, first seen 1234 ms ago"), oldest first; with --before
-# only those first seen before EPOCH_MS (a moment taken with _tg_now_ms).
-tg_leak_tuples() {
-  local class=all before="" now
-  while [ $# -gt 0 ]; do
-    case $1 in
-    --before) before=$2; shift 2 ;;
-    *) class=$1; shift ;;
-    esac
-  done
-  now=$(_tg_now_ms)
-  _tg_leak_elements | sort -n | awk -v class="$class" -v before="$before" -v now="$now" '
-    (class == "all" || $2 == class) && (before == "" || $1 < before) {
-      printf "%s %s -> %s %s, first seen %.0f ms ago\n", $3, $4, $5, ($3 ~ /^icmp/ ? $6 : "port " $6), (now > $1 ? now - $1 : 0)
-    }'
-}
-
 # _tg_leak_settle: waits (at most 3 s) until C resolves no neighbour any more: a packet that waits for
 # its next hop's link-layer address (a new on-link destination) is queued until then, and R must have
 # seen everything the generator sent before the counters are read.
 _tg_leak_settle() {
   _tg_poll 3 bash -c "! ip -n '$NS_C' neigh show | grep -q INCOMPLETE"
-}
-
-# check_no_leak PHASE [carrier|other] [--before EPOCH_MS]: nothing leaked since tg_leak_reset (to the
-# carriers' addresses, to other addresses, or anywhere); on failure the offending tuples are listed. With
-# --before the packet counters cannot say when a packet came, so the check counts the tuples first seen
-# before EPOCH_MS instead.
-check_no_leak() {
-  local phase=$1 class=all before="" n tuples what
-  shift
-  while [ $# -gt 0 ]; do
-    case $1 in
-    --before) before=$2; shift 2 ;;
-    *) class=$1; shift ;;
-    esac
-  done
-  _tg_leak_settle
-  case $class in
-  carrier) what="nothing but the carrier 5-tuples left C for a carrier's address" ;;
-  other) what="nothing left C for any address that is not a carrier's" ;;
-  *) what="nothing left C's physical interfaces but the carrier 5-tuples" ;;
-  esac
-  if [ -n "$before" ]; then
-    tuples=$(tg_leak_tuples "$class" --before "$before")
-    n=$(printf '%s' "$tuples" | grep -c .)
-    what+=" (tuples first seen while it applied: $n)"
-  else
-    n=$(tg_leak_count "$class")
-    tuples=$(tg_leak_tuples "$class")
-    what+=" ($n leaked packets)"
-  fi
-  if [ "${n:-1}" -eq 0 ]; then
-    tg_pass "[$phase] $what"
-  else
-    tg_fail "[$phase] $what" "leaked (as R saw them; $(printf '%s\n' "$tuples" | grep -c .) tuples):" \
-      "$(printf '%s\n' "$tuples" | head -n 40)"
-  fi
 }
 
 # tg_leak_generate [probe options...]: runs the generator in C in the foreground (bounded: by default one

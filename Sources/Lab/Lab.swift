@@ -103,6 +103,7 @@ public final class Lab {
             for s in n.sysctls { try ns.setSysctl(s.key, s.value) }
             try ns.netlink().setLink("lo", up: true)
         }
+        try recordCookies()
         for l in topology.links {
             let a = try namespace(of: l.a.node), b = try namespace(of: l.b.node)
             let peer: NetworkNamespace
@@ -187,15 +188,22 @@ public final class Lab {
     /// Returns the problems met.
     @discardableResult
     public func tearDown() -> [String] {
-        Lab.tearDown(id: state.id, namespaces: Array(state.namespaces.values), registry: registry)
+        Lab.tearDown(id: state.id, namespaces: Array(state.namespaces.values), cookies: Array((state.namespaceCookies ?? [:]).values),
+                     registry: registry)
     }
 
     @discardableResult
-    public static func tearDown(id: String, namespaces: [String], registry: RunRegistry) -> [String] {
+    public static func tearDown(id: String, namespaces: [String], cookies recorded: [UInt64] = [], registry: RunRegistry) -> [String] {
         var problems: [String] = []
         // Namespaces named for this run but missing from its state (a state lost mid-way) go too.
         let named = NamedNetworkNamespaces.names().filter { $0.hasPrefix(RunRegistry.namespaceName(run: id, node: "")) }
         let all = Array(Set(namespaces + named)).sorted()
+        // The cookies of the namespaces still there (a state without them, or a namespace it does not
+        // list), with those recorded at up for the ones already gone.
+        var cookies = Set(recorded)
+        for ns in all where FileSystem.exists(NamedNetworkNamespaces.path(ns)) {
+            if let c = cookie(ofNamespace: ns) { cookies.insert(c) }
+        }
         for ns in all {
             if let inode = NamedNetworkNamespaces.inode(ns) { killProcesses(inNamespace: inode) }
         }
@@ -204,8 +212,27 @@ public final class Lab {
             guard FileSystem.exists(NamedNetworkNamespaces.path(ns)) else { continue }
             do { try NamedNetworkNamespaces.remove(ns) } catch { problems.append("namespace \(ns): \(error)") }
         }
+        // What Tunnelgate kept for tunnels in them (a scenario SIGKILLed with a tunnel up), once their
+        // processes are gone: by cookie, never another namespace's of the same inode, never a running tunnel's.
+        problems += TunnelgateStateDirectories.remove(cookies: cookies)
         FileSystem.removeTree(registry.directory(id))
         return problems
+    }
+
+    /// The cookie (SO_NETNS_COOKIE) of the named namespace; nil when it cannot be entered.
+    static func cookie(ofNamespace name: String) -> UInt64? {
+        guard let ns = try? NetworkNamespace(named: name) else { return nil }
+        return try? ns.perform { () throws(SystemCallError) -> UInt64 in try ProcessControl.networkNamespaceCookie() }
+    }
+
+    /// Records every node's namespace cookie in the run's state.
+    private func recordCookies() throws {
+        var cookies: [String: UInt64] = [:]
+        for (node, ns) in state.namespaces {
+            guard let c = Lab.cookie(ofNamespace: ns) else { throw LabError("node \(node): cannot read its namespace's cookie") }
+            cookies[node] = c
+        }
+        try mutateState { $0.namespaceCookies = cookies }
     }
 
     /// SIGTERM to every process in the namespace, SIGKILL to those left after 5 s.
@@ -230,7 +257,8 @@ public final class Lab {
         for id in registry.ids() {
             if let state = try? registry.load(id) {
                 guard state.ownerIsGone else { continue }
-                problems += tearDown(id: id, namespaces: Array(state.namespaces.values), registry: registry)
+                problems += tearDown(id: id, namespaces: Array(state.namespaces.values), cookies: Array((state.namespaceCookies ?? [:]).values),
+                                     registry: registry)
             } else {
                 // A directory without a readable state: a run that died before writing it, or not ours to read.
                 guard let st = try? FileSystem.status(registry.directory(id)), FileSystem.exists(registry.directory(id)) else { continue }

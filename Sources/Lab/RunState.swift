@@ -26,6 +26,10 @@ public struct RunState: Codable, Sendable, Equatable {
     public var addressOverrides: [String: [String: [String]]] = [:]
     /// The current phase of a scenario (`lab phase`).
     public var phase: String?
+    /// Node → its namespace's cookie (SO_NETNS_COOKIE), recorded once the namespaces exist: what tells
+    /// Tunnelgate's state directories of the run's namespaces from a later namespace's of the same
+    /// inode after they are gone (TunnelgateStateDirectories). Absent in a state written before.
+    public var namespaceCookies: [String: UInt64]?
 
     public init(id: String, ownerPID: Int32, ownerStartTime: UInt64?, topologyPath: String, namespaces: [String: String]) {
         self.id = id

@@ -65,13 +65,19 @@ public struct NftProgramSet: Sendable, Hashable {
     /// `counter`: every element counts the packets and bytes that added or updated it.
     public var counters: Bool
     public var size: UInt32
+    /// `flags timeout; timeout MS`: every element expires this long after it was added (NFT_SET_TIMEOUT,
+    /// NFTA_SET_TIMEOUT). An element added by `addToSet` keeps its expiry however often it is met, so
+    /// the time left tells when it was first added; nil: elements never expire.
+    public var timeoutMilliseconds: UInt64?
 
-    public init(name: String, fields: [(type: UInt32, length: UInt32)], dynamic: Bool, counters: Bool, size: UInt32) {
+    public init(name: String, fields: [(type: UInt32, length: UInt32)], dynamic: Bool, counters: Bool, size: UInt32,
+                timeoutMilliseconds: UInt64? = nil) {
         self.name = name
         self.fields = fields
         self.dynamic = dynamic
         self.counters = counters
         self.size = size
+        self.timeoutMilliseconds = timeoutMilliseconds
     }
 
     /// The key's length in bytes: each field rounded up to a register (4 bytes).
@@ -79,7 +85,7 @@ public struct NftProgramSet: Sendable, Hashable {
 
     public static func == (a: Self, b: Self) -> Bool {
         a.name == b.name && a.fields.map(\.type) == b.fields.map(\.type) && a.fields.map(\.length) == b.fields.map(\.length)
-            && a.dynamic == b.dynamic && a.counters == b.counters && a.size == b.size
+            && a.dynamic == b.dynamic && a.counters == b.counters && a.size == b.size && a.timeoutMilliseconds == b.timeoutMilliseconds
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -134,6 +140,9 @@ public enum NftExpression: Sendable, Hashable {
     case lookup(set: String, NftRegister, invert: Bool)
     /// `update @SET { key at reg … }`: adds or refreshes the element; its counter counts.
     case updateSet(set: String, key: NftRegister)
+    /// `add @SET { key at reg … }`: adds the element if it is not there; its counter counts every time,
+    /// but an existing element's expiry is not refreshed (NFT_DYNSET_OP_ADD).
+    case addToSet(set: String, key: NftRegister)
     case counter
     case accept
     case drop
@@ -160,6 +169,9 @@ public struct NftSetElement: Sendable, Hashable {
     public var key: [UInt8]
     public var packets: UInt64
     public var bytes: UInt64
+    /// In a set with timeouts, the milliseconds until the element expires (NFTA_SET_ELEM_EXPIRATION,
+    /// as the kernel computed it when it dumped the element); nil in a set without.
+    public var expiresInMilliseconds: UInt64? = nil
 }
 
 /// A rule read back with the first counter in it.

@@ -143,6 +143,9 @@ public final class NftablesProgramSocket {
                 }
                 element.packets = counter.packets
                 element.bytes = counter.bytes
+                if nftnl_set_elem_is_set(e, u16(NFTNL_SET_ELEM_EXPIRATION)) {
+                    element.expiresInMilliseconds = nftnl_set_elem_get_u64(e, u16(NFTNL_SET_ELEM_EXPIRATION))
+                }
                 out.append(element)
             }
         }

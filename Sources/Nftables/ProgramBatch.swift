@@ -58,7 +58,9 @@ final class ProgramBatch {
         nftnl_set_set_u32(s, u16(NFTNL_SET_KEY_TYPE), type)
         // A hash set needs no field lengths (NFTA_SET_DESC_CONCAT is for interval sets; the kernel refuses it here).
         // NFT_SET_EVAL: updated from the packet path.
-        nftnl_set_set_u32(s, u16(NFTNL_SET_FLAGS), set.dynamic ? u32(NFT_SET_EVAL) : 0)
+        // NFT_SET_TIMEOUT: elements expire (after NFTA_SET_TIMEOUT, for those that name no timeout of their own).
+        nftnl_set_set_u32(s, u16(NFTNL_SET_FLAGS), (set.dynamic ? u32(NFT_SET_EVAL) : 0) | (set.timeoutMilliseconds != nil ? u32(NFT_SET_TIMEOUT) : 0))
+        if let timeout = set.timeoutMilliseconds { nftnl_set_set_u64(s, u16(NFTNL_SET_TIMEOUT), timeout) }
         nftnl_set_set_u32(s, u16(NFTNL_SET_DESC_SIZE), set.size)
         if set.counters { nftnl_set_add_expr(s, nftnl_expr_alloc("counter")!) }
         message(NFT_MSG_NEWSET, flags: NLM_F_CREATE, "nft add set inet \(table) \(set.name)") { nftnl_set_nlmsg_build_payload($0, s) }
@@ -139,10 +141,12 @@ final class ProgramBatch {
             if let id = setIDs[set] { nftnl_expr_set_u32(e, u16(NFTNL_EXPR_LOOKUP_SET_ID), id) }
             if invert { nftnl_expr_set_u32(e, u16(NFTNL_EXPR_LOOKUP_FLAGS), u32(NFT_LOOKUP_F_INV)) }
             return e
-        case .updateSet(let set, let key):
+        case .updateSet(let set, let key), .addToSet(let set, let key):
             let e = nftnl_expr_alloc("dynset")!
             nftnl_expr_set_u32(e, u16(NFTNL_EXPR_DYNSET_SREG_KEY), key.rawValue)
-            nftnl_expr_set_u32(e, u16(NFTNL_EXPR_DYNSET_OP), u32(NFT_DYNSET_OP_UPDATE))
+            var op = NFT_DYNSET_OP_UPDATE
+            if case .addToSet = expression { op = NFT_DYNSET_OP_ADD }
+            nftnl_expr_set_u32(e, u16(NFTNL_EXPR_DYNSET_OP), u32(op))
             nftnl_expr_set_str(e, u16(NFTNL_EXPR_DYNSET_SET_NAME), set)
             if let id = setIDs[set] { nftnl_expr_set_u32(e, u16(NFTNL_EXPR_DYNSET_SET_ID), id) }
             return e

@@ -23,7 +23,8 @@ struct Commands {
                 throw LabError("no lab run \(JSONValue.quoted(id))")
             }
             let state = try? registry.load(id)
-            let problems = Lab.tearDown(id: id, namespaces: state.map { Array($0.namespaces.values) } ?? [], registry: registry)
+            let problems = Lab.tearDown(id: id, namespaces: state.map { Array($0.namespaces.values) } ?? [],
+                                        cookies: state.map { Array(($0.namespaceCookies ?? [:]).values) } ?? [], registry: registry)
             if !problems.isEmpty { throw LabError("down \(id): " + problems.joined(separator: "; ")) }
             print("down \(id)")
             return ExitCode.success
@@ -212,14 +213,30 @@ struct Commands {
     func carriers(_ a: Arguments, _ command: LabCommand) throws -> [CarrierSpec] {
         try (a.options["--carrier"] ?? []).map { text in
             guard let c = CarrierSpec(text) else {
-                throw UsageError(message: "--carrier \(JSONValue.quoted(text)) is not IP:PORT/udp|tcp ([IPv6]:PORT/udp for IPv6)", command: command)
+                throw UsageError(message: "--carrier \(JSONValue.quoted(text)) is not IP:PORT/udp|tcp[@[SADDR:]SPORT] ([IPv6]:PORT/udp@[IPv6]:SPORT for IPv6)", command: command)
             }
             return c
         }
     }
 
+    func allowed(_ a: Arguments, _ command: LabCommand) throws -> [IPPrefix] {
+        try (a.options["--allow"] ?? []).map { text in
+            guard let p = IPPrefix(text) else { throw UsageError(message: "--allow \(JSONValue.quoted(text)) is not a prefix", command: command) }
+            return p
+        }
+    }
+
+    /// --after MS / --before MS: a moment in milliseconds since the epoch (`date +%s%3N`).
+    func moment(_ a: Arguments, _ option: String, _ command: LabCommand) throws -> UInt64? {
+        guard let text = a.one(option) else { return nil }
+        guard let v = UInt64(text) else {
+            throw UsageError(message: "\(option) \(JSONValue.quoted(text)) is not a time in milliseconds since the epoch (date +%s%3N)", command: command)
+        }
+        return v
+    }
+
     func leaks(_ args: [String]) throws -> Int32 {
-        let a = try Arguments(args, command: .leaks, valued: ["--carrier"])
+        let a = try Arguments(args, command: .leaks, valued: ["--carrier", "--allow"], flags: ["--json"])
         try a.expect(1...1, .leaks)
         let lab = try openRun()
         switch a.positional[0] {
@@ -228,12 +245,14 @@ struct Commands {
             print("leak counters reset")
         case "show":
             let cs = try carriers(a, .leaks)
+            let allow = try allowed(a, .leaks)
             let reading = try LeakWatch(lab: lab).read()
-            for f in reading.flows {
-                let kind = cs.contains { $0.matches(f) } ? "carrier" : f.isDNS ? "dns" : "other"
-                print("\(kind) \(f)")
+            if a.flags.contains("--json") {
+                print(LeakVerdict.json(reading: reading, carriers: cs, allowed: allow))
+                return ExitCode.success
             }
-            for f in reading.flowsByUID { print("by-uid \(f)") }
+            for f in reading.flows { print("\(LeakVerdict.kind(of: f, carriers: cs, allowed: allow)) \(f.descriptionWithTime)") }
+            for f in reading.flowsByUID { print("by-uid \(f.descriptionWithTime)") }
             if reading.unitemised > 0 { print("unitemised \(reading.unitemised) packets") }
         default:
             throw UsageError(message: "leaks takes reset or show, not \(JSONValue.quoted(a.positional[0]))", command: .leaks)
@@ -242,12 +261,19 @@ struct Commands {
     }
 
     func expectNoLeaks(_ args: [String]) throws -> Int32 {
-        let a = try Arguments(args, command: .expectNoLeaks, valued: ["--carrier", "--allow", "--uid", "--name"])
+        let a = try Arguments(args, command: .expectNoLeaks, valued: ["--carrier", "--allow", "--uid", "--name", "--after", "--before", "--only"])
         try a.expect(0...0, .expectNoLeaks)
         let cs = try carriers(a, .expectNoLeaks)
-        let allowed = try (a.options["--allow"] ?? []).map { text in
-            guard let p = IPPrefix(text) else { throw UsageError(message: "--allow \(JSONValue.quoted(text)) is not a prefix", command: .expectNoLeaks) }
-            return p
+        let allowed = try allowed(a, .expectNoLeaks)
+        var window = LeakWindow(after: try moment(a, "--after", .expectNoLeaks), before: try moment(a, "--before", .expectNoLeaks))
+        if let only = a.one("--only") {
+            guard let c = LeakClass(rawValue: only) else {
+                throw UsageError(message: "--only \(JSONValue.quoted(only)) is not one of \(LeakClass.allCases.map(\.rawValue).joined(separator: ", "))", command: .expectNoLeaks)
+            }
+            window.only = c
+        }
+        if let after = window.after, let before = window.before, after >= before {
+            throw UsageError(message: "--after \(after) is not before --before \(before)", command: .expectNoLeaks)
         }
         var uid: UInt32?
         if let u = a.one("--uid") {
@@ -257,9 +283,10 @@ struct Commands {
         let lab = try openRun()
         let started = ProcessControl.monotonicSeconds()
         let reading = try LeakWatch(lab: lab).read()
-        let verdict = LeakVerdict(reading: reading, carriers: cs, allowed: allowed, uid: uid)
+        let verdict = LeakVerdict(reading: reading, carriers: cs, allowed: allowed, uid: uid, window: window)
         var name = a.one("--name") ?? "no leaks (carriers: \(cs.isEmpty ? "none" : cs.map(\.description).joined(separator: " "))\(uid.map { ", from uid \($0)" } ?? ""))"
         if a.one("--name") == nil, !allowed.isEmpty { name += " allowing \(allowed.map(\.description).joined(separator: " "))" }
+        if a.one("--name") == nil { name += window.description }
         let detail = verdict.passed ? "\(verdict.carrierPackets) carrier packets, nothing else" : verdict.lines.joined(separator: "\n")
         Expectations.record(TestResult(phase: lab.state.phase ?? "", name: name, passed: verdict.passed, detail: detail,
                                        seconds: ProcessControl.monotonicSeconds() - started))

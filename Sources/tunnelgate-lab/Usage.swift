@@ -29,8 +29,8 @@ enum LabCommand: String, CaseIterable {
         case .nat: "tunnelgate-lab nat ROUTER masquerade|port-preserving|port-random|off"
         case .dnsHijack: "tunnelgate-lab dns-hijack NODE ADDR|off"
         case .kill: "tunnelgate-lab kill NODE PROCESS-NAME [--signal KILL|TERM|INT|HUP]"
-        case .leaks: "tunnelgate-lab leaks reset | show [--carrier IP:PORT/PROTO]..."
-        case .expectNoLeaks: "tunnelgate-lab expect-no-leaks --carrier IP:PORT/PROTO... [--allow PREFIX]... [--uid UID]"
+        case .leaks: "tunnelgate-lab leaks reset | show [--carrier IP:PORT/PROTO[@[SADDR:]SPORT]]... [--allow PREFIX]... [--json]"
+        case .expectNoLeaks: "tunnelgate-lab expect-no-leaks --carrier IP:PORT/PROTO[@[SADDR:]SPORT]... [--allow PREFIX]... [--uid UID] [--after MS] [--before MS] [--only carrier-addresses|other-addresses] [--name TEXT]"
         case .snapshot: "tunnelgate-lab snapshot NODE|host [--out FILE]"
         case .diff: "tunnelgate-lab diff SNAPSHOT-A SNAPSHOT-B"
         case .watch: "tunnelgate-lab watch [--tunnel NODE[:NAME]]... [--process NODE:NAME]... [--for SECONDS] [--tunnelgate PATH]"
@@ -97,15 +97,40 @@ enum LabCommand: String, CaseIterable {
             down | up           take the link's far end (b) down or up: the near end (a) loses carrier
             clear               remove every impairment of the link
             """
+        case .leaks:
+            return """
+            reset   every counter to zero, every flow forgotten (`phase` does this too)
+            show    every flow since then, one a line: its kind (carrier, allowed, dns or other, as
+                    --carrier and --allow say; by-uid for what the client counted by socket uid), the
+                    5-tuple, its packets, where it was counted and when it was first seen:
+                    `first-seen MS (HH:MM:SS.mmmZ)`, MS in milliseconds since the epoch; with
+                    --json one object: {"flows": [...], "byUID": [...], "unitemised": N}, each flow with
+                    kind, proto, source, destination, sourcePort and destinationPort (ICMP: icmpType and
+                    icmpCode), packets, at, firstSeen, uid and toCarrierAddress
+            """
         case .expectNoLeaks:
             return """
             OPTIONS:
-              --carrier IP:PORT/PROTO  a 5-tuple the client may send to (udp or tcp; [IPv6]:PORT/udp)
-              --allow PREFIX           destinations that are not leaks (e.g. the LAN)
-              --uid UID                carrier packets count only from UID (counted on the client itself)
+              --carrier IP:PORT/PROTO[@[SADDR:]SPORT]
+                                 a 5-tuple the client may send to (udp or tcp; [IPv6]:PORT/udp); with
+                                 @SPORT only from that source port of the client (a carrier socket bound
+                                 to a known local port, e.g. WireGuard's ListenPort), with @SADDR:SPORT
+                                 (@[IPv6]:SPORT) only from that address and port too
+              --allow PREFIX     destinations that are not leaks (e.g. the LAN)
+              --uid UID          carrier packets count only from UID (counted on the client itself)
+              --after MS         judge only flows first seen at or after MS (milliseconds since the
+                                 epoch: `date +%s%3N`)
+              --before MS        judge only flows first seen before MS (e.g. the moment a kill switch
+                                 was last seen in place)
+              --only carrier-addresses|other-addresses
+                                 judge only flows to a carrier's address (but not its 5-tuple) or only
+                                 flows to any other address
+              --name TEXT        the assertion's name in the TAP and JUnit results
 
-            Counts since the last `leaks reset` or `phase`. Every other flow is listed, DNS separately;
-            exit 1 when there is any.
+            Counts since the last `leaks reset` or `phase`. Every other flow is listed, DNS separately,
+            oldest first, each with the time it was first seen; exit 1 when there is any. A first-seen
+            time is never earlier than the flow's first packet and at most a clock tick (10 ms) and the
+            read's own time later. Packets the counters hold without a flow count in every window.
             """
         case .run:
             return """

@@ -25,14 +25,9 @@ tg_secret_file "carrier-secret-$$-$RANDOM"
 # The runtime runs in its packet plane, whose uid is the tunnel's carrier identity: its UDP socket is the
 # plane's. The tunnel's routes do not take the carrier, so no exemption rule is needed; checked below.
 
-config() { # FILE NAME ADDRESS BIND PEER EXTRA-ARGS EXTRA-TOP
-  cat >"$1" <<CFG
-{"name": "$2", "tunnelRemoteAddress": "${5%:*}", "mtu": 1400$7,
- "ipv4Settings": {"addresses": ["$3"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["10.60.0.0/24"]},
- "runtime": {"kind": "callback", "library": "$LIB",
-             "arguments": ["--bind", "$4", "--peer", "$5", "--silence-ms", "60000", "--keepalive-ms", "150"$6],
-             "secretFile": "$secret", "packetPath": "callback"}}
-CFG
+config() { # FILE NAME ADDRESS BIND PEER EXTRA-ARGS EXTRA-TOP (lib.sh tg_runtime_config)
+  tg_runtime_config "$1" "$2" "$3" "$4" "$5" --args ', "--silence-ms", "60000", "--keepalive-ms", "150"'"$6" \
+    --packet-path callback --top "$7"
 }
 # status_is NS NAME JQ-EXPRESSION [tunnelgate options]: status --json satisfies the expression (a predicate).
 status_is() {

@@ -10,7 +10,7 @@
 #   │  and their WireGuard sockets (ListenPort 5200N, from 10.231.0.2); forwards, so that a leak from a
 #   │  container would reach R
 #   R  router: routes the bridges' networks back to C; counts, on c0/c1, everything that is not a
-#   │  tunnel's carrier (C:5200N -> 198.18.0.10:51820/udp) as a leak (netns/lib.sh tg_leak_*)
+#   │  tunnel's carrier (C:5200N -> 198.18.0.10:51820/udp) as a leak (the lab's leak counters, netns/lib.sh tg_lab_leak_*)
 #   I  wireguard-go "wgiNNN" on 198.18.0.10:51820, 10.8.0.1/24 fd00:8::1/64, one peer per container;
 #      dnsmasq on 10.8.0.1 (the tunnels' DNS: probe.tunnel.example -> 198.18.0.30); hosts .30 ::30
 #
@@ -81,16 +81,16 @@ leak_from() {
 leak_generate() { tg_leak_generate_in "$(netns_of "$1")"; }
 
 # --- Control: a container without a tunnel reaches I directly, and R counts it ----------------------
-tg_leak_watch "${TG_VPN_CARRIERS[@]}"
+tg_lab_leak_declare "${TG_VPN_CARRIERS[@]}"
 tg_run run --name bare --network plain
 check_rc "control: a container on the plain bridge" 0
 wait_for "control: its IPv6 address is usable" 10 tg_podman exec bare sh -c '! ip -6 addr show dev eth0 | grep -q tentative'
 check "control: it reaches $INCLUDED4 directly" tg_podman exec bare ping -c 1 -W 2 "$INCLUDED4"
-tg_leak_reset
+tg_lab_leaks_reset
 leak_from bare control
 _tg_leak_settle
-check "control: R counts what it sent ($(tg_leak_count) packets): the counter can see a container's leak" \
-  test "$(tg_leak_count)" -gt 0
+check "control: R counts what it sent ($(tg_lab_leak_count) packets): the counter can see a container's leak" \
+  test "$(tg_lab_leak_count)" -gt 0
 tg_podman rm -f --time 1 bare >/dev/null
 
 # --- One container behind its tunnel -----------------------------------------------------------------
@@ -120,10 +120,10 @@ check_match "... which saw the query come from the tunnel's address" 'probe\.tun
   "$(cat "$TG_TMP/dnsmasq.log" 2>&1)"
 check_match "a lookup with the container's own resolver configuration is answered too" "$(tg_re "$INCLUDED4")" \
   "$(tg_podman exec c0 nslookup probe.tunnel.example 2>&1)"
-tg_leak_reset
+tg_lab_leaks_reset
 leak_from c0 vpn
-check_no_leak "vpn: every way out of the container"
-check "[vpn] the tunnel's own carrier traffic was counted ($(tg_leak_carrier_packets) packets)" test "$(tg_leak_carrier_packets)" -gt 0
+check_lab_no_leaks "[vpn: every way out of the container] nothing left C's physical interfaces but the carrier 5-tuples"
+check "[vpn] the tunnel's own carrier traffic was counted ($(tg_lab_carrier_packets) packets)" test "$(tg_lab_carrier_packets)" -gt 0
 check_fails "[vpn] the container cannot reach the bridge's gateway around the tunnel" \
   tg_podman exec c0 ping -c 1 -W 1 -I eth0 10.89.31.1
 
@@ -136,9 +136,9 @@ check_match "... its routes lead into c0's tunnel" "dev $tun" "$(tg_podman exec 
 rx=$(tg_vpn_peer_rx)
 check "... it reaches $INCLUDED4" tg_podman exec side ping -c 1 -W 3 "$INCLUDED4"
 check "... through the tunnel (RX $rx -> $(tg_vpn_peer_rx))" test "$(tg_vpn_peer_rx)" -gt "$rx"
-tg_leak_reset
+tg_lab_leaks_reset
 tg_podman exec side sh -c "ping -c 1 -W 1 -I eth0 $INCLUDED4; wget -q -T 1 -O /dev/null http://$LAN4:8080/" >/dev/null 2>&1
-check_no_leak "side: its attempts around the tunnel"
+check_lab_no_leaks "[side: its attempts around the tunnel] nothing left C's physical interfaces but the carrier 5-tuples"
 tg_podman rm -f --time 1 side >/dev/null
 
 # The tunnel's owner killed: the container is cut off, and nothing leaks.
@@ -148,10 +148,10 @@ wait_for "the tunnel's owner is gone" 5 tg_exited "$pid"
 # The server forgets the client: else its passive keepalive (10 s after the last data it received)
 # reaches C's closed port 52002 later on, and C's ICMP port-unreachable to the carrier counts at R.
 ip netns exec "$NS_I" wg set "$WGI" peer "$(tg_vpn_public_key vpn0)" remove
-tg_leak_reset
+tg_lab_leaks_reset
 check_fails "owner killed: the container reaches nothing" tg_podman exec c0 ping -c 1 -W 1 "$INCLUDED4"
 leak_from c0 "owner killed"
-check_no_leak "owner killed: every way out of the container"
+check_lab_no_leaks "[owner killed: every way out of the container] nothing left C's physical interfaces but the carrier 5-tuples"
 
 c0_inode=$(inode_of c0)
 tg_run tg_podman rm -f --time 1 c0
@@ -185,10 +185,10 @@ declare -A tuns=()
 for i in $(seq 1 10); do tuns[$(tun_of "vpn$i")]=$i; done
 check_eq "ten tunnels of ten names" 10 "${#tuns[@]}"
 check_eq "ten tunnel owners in C" 10 "$(tg_tunnel_pids "$NS_C" | wc -l)"
-tg_leak_reset
+tg_lab_leaks_reset
 ok=0
 for i in $(seq 1 10); do
-  tg_podman exec "vpn$i" ip -4 addr show 2>/dev/null | grep -q "inet 10\.8\.0\.$((10 + i))/24" &&
+  grep -q "inet 10\.8\.0\.$((10 + i))/24" <<<"$(tg_podman exec "vpn$i" ip -4 addr show 2>/dev/null)" &&
     tg_podman exec "vpn$i" ping -c 1 -W 3 "$INCLUDED4" >/dev/null 2>&1 && ok=$((ok + 1))
 done
 check_eq "each container has its own tunnel's address and reaches $INCLUDED4" 10 "$ok"
@@ -197,7 +197,7 @@ check_eq "wireguard-go has a handshake with each of the ten" 10 \
 generated=0
 for i in $(seq 1 10); do leak_generate "vpn$i" && generated=$((generated + 1)); done
 check_eq "the generator made its attempts in each of the ten" 10 "$generated"
-check_no_leak "ten containers: their pings and every way out of each"
+check_lab_no_leaks "[ten containers: their pings and every way out of each] nothing left C's physical interfaces but the carrier 5-tuples"
 tg_run tg_podman rm -f --time 1 $(for i in $(seq 1 10); do echo "vpn$i"; done)
 check_rc "podman rm of the ten" 0
 wait_for "the bridge has no port left" 10 tg_bridge_settled "$NS_C" tgbr32

@@ -32,7 +32,7 @@ ip netns exec "$NS_C" sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forward
 ip -n "$NS_R" route add 10.89.42.0/24 via "$C_ETH0_4"
 tg_vpn_peer_start "$WGI" "$TUNNELS"
 tg_vpn_tunnel tgp2 2
-tg_leak_watch "${TG_VPN_CARRIERS[@]}"
+tg_lab_leak_declare "${TG_VPN_CARRIERS[@]}"
 
 tg_podman_setup "$NS_C"
 tg_podman_image
@@ -61,9 +61,9 @@ check_match "the container's routes lead into it" 'dev tgp2' "$(tg_podman exec p
 rx=$(tg_vpn_peer_rx)
 check "pweb reaches $INCLUDED4" tg_podman exec pweb ping -c 1 -W 3 "$INCLUDED4"
 check "... through the tunnel (RX $rx -> $(tg_vpn_peer_rx))" test "$(tg_vpn_peer_rx)" -gt "$rx"
-tg_leak_reset
+tg_lab_leaks_reset
 check "the generator made its attempts in pweb's namespace" tg_leak_generate_in "/proc/$pid/ns/net"
-check_no_leak "up --netns podman:pweb: every way out of the container"
+check_lab_no_leaks "[up --netns podman:pweb: every way out of the container] nothing left C's physical interfaces but the carrier 5-tuples"
 check_match "status finds it by podman:pweb" 'tgp2: connected' "$(in_c "$TG" status tgp2 --netns podman:pweb 2>&1)"
 check_match "... and by /proc/PID/ns/net" 'tgp2: connected' "$(in_c "$TG" status tgp2 --netns "/proc/$pid/ns/net" 2>&1)"
 

@@ -30,31 +30,16 @@ set -uo pipefail
 . "$(dirname "$0")/../containers.sh"
 started=$(_tg_now_ms)
 budget=${TG_VPN_BUDGET:-280}
-for tool in podman runc wireguard-go wg mmdebstrap dpkg-deb python3; do
-  command -v "$tool" >/dev/null || tg_bail "$tool is installed" "Scripts/setup.sh installs it"
-done
-[ -x /bin/busybox ] || tg_bail "busybox-static is installed" "Scripts/setup.sh installs it"
-[ -c /dev/net/tun ] || tg_bail "/dev/net/tun exists"
-
 WGI=wgi$((RANDOM % 100000))
 VPN_IMAGE=localhost/tunnelgate-vpn:test
-cleanup() {
-  tg_containers_down
-  rm -f "/var/run/wireguard/$WGI.sock"
-  tg_topology_down
-}
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
-tg_topology_up
+tg_defer rm -f "/var/run/wireguard/$WGI.sock"
+[ -x /bin/busybox ] || tg_bail "busybox-static is installed" "Scripts/setup.sh installs it"
+[ -c /dev/net/tun ] || tg_bail "/dev/net/tun exists"
+tg_begin --needs podman,runc,wireguard-go,wg,mmdebstrap,dpkg-deb,python3
+tg_defer tg_containers_down
 
 # --- The package and the image ------------------------------------------------------------------------
-deb=${TG_VPN_DEB:-}
-if [ -z "$deb" ]; then
-  tg_run bash "$TG_ROOT/Scripts/package-deb.sh" --output "$TG_TMP/package"
-  [ "$TG_RC" -eq 0 ] || tg_bail "Scripts/package-deb.sh builds the package" "$TG_ERR"
-  deb=$(printf '%s\n' "$TG_OUT" | tail -n 1)
-fi
+tg_vpn_package
 tg_podman_setup "$NS_C"
 tg_podman_image
 t0=$(_tg_now_ms)
@@ -83,27 +68,7 @@ check_eq "it holds no Swift toolchain or runtime library" "" \
 ip netns exec "$NS_C" sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
 ip -n "$NS_R" route add 10.89.43.0/24 via "$C_ETH0_4"
 ip -n "$NS_R" -6 route add fd00:89:43::/64 via "$C_ETH0_6"
-tg_vpn_peer_start "$WGI" "$TG_TMP/tunnels"
-ETC=$TG_TMP/vpn-etc
-(umask 077 && mkdir -p "$ETC" && wg genkey >"$ETC/wg0.key")
-ip netns exec "$NS_I" wg set "$WGI" peer "$(wg pubkey <"$ETC/wg0.key")" allowed-ips 10.8.0.3/32,fd00:8::3/128
-(umask 077 && cat >"$ETC/wg0.json" <<EOF
-{
-  "name": "wg0",
-  "tunnelRemoteAddress": "$CARRIER4",
-  "mtu": 1380,
-  "ipv4Settings": {"addresses": ["10.8.0.3"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["0.0.0.0/0"]},
-  "ipv6Settings": {"addresses": ["fd00:8::3"], "networkPrefixLengths": [64], "includedRoutes": ["::/0"]},
-  "includeAllNetworks": true,
-  "runtime": {
-    "kind": "wireguard",
-    "privateKeyFile": "/etc/tunnelgate/wg0.key",
-    "listenPort": 52003,
-    "peers": [{"publicKey": "$TG_VPN_PUB", "endpoint": "$CARRIER4:51820", "allowedIPs": ["0.0.0.0/0", "::/0"]}]
-  }
-}
-EOF
-)
+tg_vpn_container_config "$WGI"
 tg_run tg_podman run --rm --pull=never --network none --no-healthcheck -v "$ETC:/etc/tunnelgate:ro" \
   --entrypoint /usr/sbin/tunnelgate "$VPN_IMAGE" validate /etc/tunnelgate/wg0.json
 check_rc "the image's tunnelgate finds the mounted configuration valid" 0
@@ -141,7 +106,7 @@ cap_eff=$(awk '/^CapEff/ { print $2 }' "/proc/$vpn_pid/status" 2>/dev/null)
 check_match "its engine has NET_ADMIN (CapEff $cap_eff)" '^1$' "$(( 0x${cap_eff:-0} >> 12 & 1 ))"
 check_match "... and no SYS_ADMIN" '^0$' "$(( 0x${cap_eff:-200000} >> 21 & 1 ))"
 in_vpn() { tg_podman exec vpn "$@"; }
-connected() { in_vpn /usr/sbin/tunnelgate status wg0 2>/dev/null | head -n 1 | grep -q '^wg0: connected'; }
+connected() { [[ $(in_vpn /usr/sbin/tunnelgate status wg0 2>/dev/null) == "wg0: connected"* ]]; }
 if ! wait_for "the tunnel in the container connects (tunnelgate status wg0)" 20 connected; then
   _tg_detail "$(tg_podman logs vpn 2>&1 | tail -n 20)"
 fi
@@ -169,19 +134,19 @@ check_fails "... nor list the engine's state directory /run/tunnelgate" as_plane
 check_fails "... nor write outside the world-writable directories (/etc)" as_plane touch /etc/tg-plane-probe
 
 # --- A container joined to it ---------------------------------------------------------------------------
-tg_leak_watch --carrier "$CARRIER4:51820/udp@$vpn4:52003"
+tg_lab_leak_declare --carrier "$CARRIER4:51820/udp@$vpn4:52003"
 tg_run tg_podman run -d --name app --pull=never --network container:vpn "$TG_IMAGE" sleep 280
 check_rc "podman run -d --name app --network container:vpn" 0
 app_pid=$(tg_podman inspect -f '{{.State.Pid}}' app 2>/dev/null)
 check_eq "app is in vpn's network namespace" "$(stat -L -c %i "/proc/$vpn_pid/ns/net")" \
   "$(stat -L -c %i "/proc/$app_pid/ns/net" 2>&1)"
-tg_leak_reset
+tg_lab_leaks_reset
 rx=$(tg_vpn_peer_rx)
 check "app reaches $INCLUDED4" tg_podman exec app ping -c 1 -W 3 "$INCLUDED4"
 check "... through the tunnel (the peer's RX $rx -> $(tg_vpn_peer_rx))" test "$(tg_vpn_peer_rx)" -gt "$rx"
-check "... the carrier flowed ($(tg_leak_carrier_packets) packets)" test "$(tg_leak_carrier_packets)" -gt 0
+check "... the carrier flowed ($(tg_lab_carrier_packets) packets)" test "$(tg_lab_carrier_packets)" -gt 0
 check "the generator made its attempts in app's namespace" tg_leak_generate_in "/proc/$app_pid/ns/net"
-check_no_leak "joined, connected: every way out of app"
+check_lab_no_leaks "[joined, connected: every way out of app] nothing left C's physical interfaces but the carrier 5-tuples"
 
 # --- The runtime dies ----------------------------------------------------------------------------------
 plane=$(in_vpn /usr/sbin/tunnelgate status wg0 --json 2>/dev/null | jq -r '.planePID // empty')
@@ -192,11 +157,11 @@ not_connected() { ! connected; }
 wait_for "status is no longer connected" 15 not_connected
 check_match "status says the kill switch holds after the plane was killed" 'failed closed|kill switch' \
   "$(in_vpn /usr/sbin/tunnelgate status wg0 2>&1)"
-tg_leak_reset
+tg_lab_leaks_reset
 check_fails "app reaches $INCLUDED4 no more" tg_podman exec app ping -c 1 -W 2 "$INCLUDED4"
 check "the generator made its attempts in app's namespace" tg_leak_generate_in "/proc/$app_pid/ns/net"
-check_no_leak "the runtime dead: every way out of app (cut off, not leaked)"
-check_eq "the carrier too is quiet: nothing sends it any more" 0 "$(tg_leak_carrier_packets)"
+check_lab_no_leaks "[the runtime dead: every way out of app (cut off, not leaked)] nothing left C's physical interfaces but the carrier 5-tuples"
+check_eq "the carrier too is quiet: nothing sends it any more" 0 "$(tg_lab_carrier_packets)"
 tg_run tg_podman healthcheck run vpn
 check_eq "podman healthcheck run vpn: unhealthy" "1 unhealthy" "$TG_RC $TG_OUT"
 check_eq "... and podman inspect says so" unhealthy "$(tg_podman inspect -f '{{.State.Health.Status}}' vpn 2>&1)"

@@ -61,18 +61,13 @@ tgc() { tg_in_resolved_env "$TG" "$@"; }
 # link_line CMD: resolvectl's answer for link tgc without its "Link N (tgc):" prefix.
 link_line() { tg_resolvectl "$1" tgc 2>&1 | sed -n 's/^Link [0-9]* (tgc): *//p'; }
 # resolved_holds TEXT: resolvectl status (every link and the global section) mentions TEXT.
-resolved_holds() { tg_resolvectl status 2>&1 | grep -qF -- "$1"; }
+resolved_holds() { grep -qF -- "$1" <<<"$(tg_resolvectl status 2>&1)"; }
 resolved_forgot() { ! resolved_holds "$1"; }
 reverts() { grep -c 'D-Bus revert request from client' "$TG_RESOLVED_DIR/resolved.log"; }
 tgc_gone() { ! ip -n "$NS_C" link show tgc >/dev/null 2>&1; }
 
-tunnel_config() { # FILE NAME ADDRESS BIND PEER EXTRA
-  cat >"$1" <<CFG
-{"name": "$2", "tunnelRemoteAddress": "${5%:*}", "mtu": 1400,
- "ipv4Settings": {"addresses": ["$3"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["10.50.0.0/24"]},
- "runtime": {"kind": "callback", "library": "$LIB", "arguments": ["--bind", "$4", "--peer", "$5"], "secretFile": "$secret"}
- $6}
-CFG
+tunnel_config() { # FILE NAME ADDRESS BIND PEER EXTRA (lib.sh tg_runtime_config; EXTRA: top-level keys)
+  tg_runtime_config "$1" "$2" "$3" "$4" "$5" --routes '["10.50.0.0/24"]' --tail "$6"
 }
 up_c() { # EXTRA JSON
   tunnel_config "$TG_TMP/tgc.json" tgc 10.50.0.1 "$C_ETH0_4:5300" "$CARRIER4:5300" "$1"

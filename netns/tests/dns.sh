@@ -51,13 +51,8 @@ check "control: without a kill switch, queries sent straight to the LAN resolver
 wait_for "the LAN resolver answers" 5 bash -c "ip netns exec $NS_C getent ahostsv4 probe.example >/dev/null"
 check_eq "before: names resolve through the LAN resolver" 198.18.33.33 "$(resolve www.example)"
 
-tunnel_config() { # FILE NAME ADDRESS BIND PEER EXTRA
-  cat >"$1" <<CFG
-{"name": "$2", "tunnelRemoteAddress": "${5%:*}", "mtu": 1400,
- "ipv4Settings": {"addresses": ["$3"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["10.50.0.0/24"]},
- "runtime": {"kind": "callback", "library": "$LIB", "arguments": ["--bind", "$4", "--peer", "$5"], "secretFile": "$secret"}
- $6}
-CFG
+tunnel_config() { # FILE NAME ADDRESS BIND PEER EXTRA (lib.sh tg_runtime_config; EXTRA: top-level keys)
+  tg_runtime_config "$1" "$2" "$3" "$4" "$5" --routes '["10.50.0.0/24"]' --tail "$6"
 }
 # The far side: I, with the tunnel's resolver on its tunnel address.
 tunnel_config "$TG_TMP/tgi.json" tgi 10.50.0.2 "$CARRIER4:5300" "$C_ETH0_4:5300" ""

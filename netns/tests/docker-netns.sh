@@ -47,7 +47,7 @@ tg_vpn_peer_start "$WGI" "$TUNNELS"
 tg_vpn_tunnel tgd2 2
 tg_vpn_tunnel tgd3 3
 tg_vpn_tunnel tgd4 4
-tg_leak_watch "${TG_VPN_CARRIERS[@]}"
+tg_lab_leak_declare "${TG_VPN_CARRIERS[@]}"
 
 tg_dockerd_start "$NS_C" 10.89.40.1/24 --ipv6 --fixed-cidr-v6 fd00:89:40::/64
 tg_docker_image
@@ -78,10 +78,10 @@ path=$(sandbox_of c0)
 check_match "c0's namespace is a path under dockerd's exec root" "^$TG_DOCKER_DIR/exec/netns/" "$path"
 wait_for "c0's IPv6 address is usable" 10 tg_docker exec c0 sh -c '! ip -6 addr show dev eth0 | grep -q tentative'
 check "control: c0 reaches $INCLUDED4 directly" tg_docker exec c0 ping -c 1 -W 2 "$INCLUDED4"
-tg_leak_reset
+tg_lab_leaks_reset
 check "control: the generator made its attempts in c0's namespace" tg_leak_generate_in "$path"
 _tg_leak_settle
-check "control: R counts what c0 sent ($(tg_leak_count) packets)" test "$(tg_leak_count)" -gt 0
+check "control: R counts what c0 sent ($(tg_lab_leak_count) packets)" test "$(tg_lab_leak_count)" -gt 0
 
 # --- up --netns SANDBOXKEY -----------------------------------------------------------------------------
 tg_netns "$path"
@@ -102,9 +102,9 @@ if [ -n "$own" ]; then
   check_fails "the container's own resolver ($own, from dockerd's resolv.conf) is unreachable behind the kill switch" \
     tg_docker exec c0 nslookup probe.tunnel.example "$own"
 fi
-tg_leak_reset
+tg_lab_leaks_reset
 check "the generator made its attempts in c0's namespace" tg_leak_generate_in "$path"
-check_no_leak "up --netns SANDBOXKEY: every way out of the container"
+check_lab_no_leaks "[up --netns SANDBOXKEY: every way out of the container] nothing left C's physical interfaces but the carrier 5-tuples"
 check_match "status finds the tunnel by the same path" 'tgd2: connected' "$(in_c "$TG" status tgd2 --netns "$ns" 2>&1)"
 
 # A container sharing c0's network.

@@ -19,54 +19,19 @@ set -uo pipefail
 . "$(dirname "$0")/../containers.sh"
 started=$(_tg_now_ms)
 budget=${TG_VPN_BUDGET:-280}
-for tool in dockerd wireguard-go wg mmdebstrap dpkg-deb python3; do
-  command -v "$tool" >/dev/null || tg_bail "$tool is installed" "Scripts/setup.sh installs it"
-done
-[ -x /usr/bin/docker ] && [ -x /bin/busybox ] || tg_bail "docker.io and busybox-static are installed" "Scripts/setup.sh"
-[ -c /dev/net/tun ] || tg_bail "/dev/net/tun exists"
-
 WGI=wgi$((RANDOM % 100000))
 VPN_IMAGE=localhost/tunnelgate-vpn:test
-cleanup() {
-  tg_containers_down
-  rm -f "/var/run/wireguard/$WGI.sock"
-  tg_topology_down
-}
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
-tg_topology_up
+tg_defer rm -f "/var/run/wireguard/$WGI.sock"
+[ -x /usr/bin/docker ] && [ -x /bin/busybox ] || tg_bail "docker.io and busybox-static are installed" "Scripts/setup.sh"
+[ -c /dev/net/tun ] || tg_bail "/dev/net/tun exists"
+tg_begin --needs dockerd,wireguard-go,wg,mmdebstrap,dpkg-deb,python3
+tg_defer tg_containers_down
 
-deb=${TG_VPN_DEB:-}
-if [ -z "$deb" ]; then
-  tg_run bash "$TG_ROOT/Scripts/package-deb.sh" --output "$TG_TMP/package"
-  [ "$TG_RC" -eq 0 ] || tg_bail "Scripts/package-deb.sh builds the package" "$TG_ERR"
-  deb=$(printf '%s\n' "$TG_OUT" | tail -n 1)
-fi
+tg_vpn_package
 
 ip netns exec "$NS_C" sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
 ip -n "$NS_R" route add 10.89.45.0/24 via "$C_ETH0_4"
-tg_vpn_peer_start "$WGI" "$TG_TMP/tunnels"
-ETC=$TG_TMP/vpn-etc
-(umask 077 && mkdir -p "$ETC" && wg genkey >"$ETC/wg0.key")
-ip netns exec "$NS_I" wg set "$WGI" peer "$(wg pubkey <"$ETC/wg0.key")" allowed-ips 10.8.0.3/32,fd00:8::3/128
-(umask 077 && cat >"$ETC/wg0.json" <<EOF
-{
-  "name": "wg0",
-  "tunnelRemoteAddress": "$CARRIER4",
-  "mtu": 1380,
-  "ipv4Settings": {"addresses": ["10.8.0.3"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["0.0.0.0/0"]},
-  "ipv6Settings": {"addresses": ["fd00:8::3"], "networkPrefixLengths": [64], "includedRoutes": ["::/0"]},
-  "includeAllNetworks": true,
-  "runtime": {
-    "kind": "wireguard",
-    "privateKeyFile": "/etc/tunnelgate/wg0.key",
-    "listenPort": 52003,
-    "peers": [{"publicKey": "$TG_VPN_PUB", "endpoint": "$CARRIER4:51820", "allowedIPs": ["0.0.0.0/0", "::/0"]}]
-  }
-}
-EOF
-)
+tg_vpn_container_config "$WGI"
 
 tg_dockerd_start "$NS_C" 10.89.45.1/24
 tg_docker_image
@@ -93,34 +58,34 @@ cap_eff=$(awk '/^CapEff/ { print $2 }' "/proc/$vpn_pid/status" 2>/dev/null)
 check_eq "its engine has NET_ADMIN and no SYS_ADMIN (CapEff $cap_eff)" "1 0" \
   "$(( 0x${cap_eff:-200000} >> 12 & 1 )) $(( 0x${cap_eff:-200000} >> 21 & 1 ))"
 in_vpn() { tg_docker exec vpn "$@"; }
-connected() { in_vpn /usr/sbin/tunnelgate status wg0 2>/dev/null | head -n 1 | grep -q '^wg0: connected'; }
+connected() { [[ $(in_vpn /usr/sbin/tunnelgate status wg0 2>/dev/null) == "wg0: connected"* ]]; }
 wait_for "the tunnel in the container connects" 20 connected || _tg_detail "$(tg_docker logs vpn 2>&1 | tail -n 20)"
 health() { tg_docker inspect -f '{{.State.Health.Status}}' vpn 2>/dev/null; }
 is_health() { [ "$(health)" = "$1" ]; }
 wait_for "dockerd's health check says healthy (it runs every 10 s)" 25 is_health healthy
 
-tg_leak_watch --carrier "$CARRIER4:51820/udp@$vpn4:52003"
+tg_lab_leak_declare --carrier "$CARRIER4:51820/udp@$vpn4:52003"
 tg_run tg_docker run -d --name app --pull=never --network container:vpn "$TG_IMAGE" sleep 280
 check_rc "docker run -d --name app --network container:vpn" 0
 app_pid=$(tg_docker inspect -f '{{.State.Pid}}' app 2>/dev/null)
 check_eq "app is in vpn's network namespace" "$(stat -L -c %i "/proc/$vpn_pid/ns/net" 2>&1)" \
   "$(stat -L -c %i "/proc/${app_pid:-0}/ns/net" 2>&1)"
-tg_leak_reset
+tg_lab_leaks_reset
 rx=$(tg_vpn_peer_rx)
 check "app reaches $INCLUDED4" tg_docker exec app ping -c 1 -W 3 "$INCLUDED4"
 check "... through the tunnel (the peer's RX $rx -> $(tg_vpn_peer_rx))" test "$(tg_vpn_peer_rx)" -gt "$rx"
 check "the generator made its attempts in app's namespace" tg_leak_generate_in "/proc/$app_pid/ns/net"
-check_no_leak "docker, joined, connected: every way out of app"
+check_lab_no_leaks "[docker, joined, connected: every way out of app] nothing left C's physical interfaces but the carrier 5-tuples"
 
 plane=$(in_vpn /usr/sbin/tunnelgate status wg0 --json 2>/dev/null | jq -r '.planePID // empty')
 tg_run in_vpn sh -c "kill -KILL ${plane:-none}"
 check_rc "the packet plane (pid ${plane:-?} in the container) is killed" 0
 not_connected() { ! connected; }
 wait_for "status is no longer connected" 15 not_connected
-tg_leak_reset
+tg_lab_leaks_reset
 check_fails "app reaches $INCLUDED4 no more" tg_docker exec app ping -c 1 -W 2 "$INCLUDED4"
 check "the generator made its attempts in app's namespace" tg_leak_generate_in "/proc/$app_pid/ns/net"
-check_no_leak "docker, the runtime dead: every way out of app (cut off, not leaked)"
+check_lab_no_leaks "[docker, the runtime dead: every way out of app (cut off, not leaked)] nothing left C's physical interfaces but the carrier 5-tuples"
 wait_for "dockerd's health check says unhealthy" 25 is_health unhealthy
 
 tg_run tg_docker rm -f app vpn

@@ -22,13 +22,7 @@ ip -n "$NS_I" addr add 198.19.77.1/32 dev lo
 
 # runtime_config FILE NAME ADDRESS BIND PEER INCLUDED-JSON EXTRA-TOP
 runtime_config() {
-  cat >"$1" <<CFG
-{"name": "$2", "tunnelRemoteAddress": "${5%:*}", "mtu": 1400,
- "ipv4Settings": {"addresses": ["$3"], "subnetMasks": ["255.255.255.0"], "includedRoutes": $6},
- "runtime": {"kind": "callback", "library": "$LIB",
-             "arguments": ["--bind", "$4", "--peer", "$5", "--keepalive-ms", "200"],
-             "secretFile": "$secret", "packetPath": "callback"}$7}
-CFG
+  tg_runtime_config "$1" "$2" "$3" "$4" "$5" --routes "$6" --args ', "--keepalive-ms", "200"' --packet-path callback --tail "$7"
 }
 runtime_config "$TG_TMP/gw.json" tggw 10.61.0.1 "$R_INET4:5400" "$CARRIER4:5400" '["10.61.0.0/24", "198.19.77.0/24"]' \
   ', "forwarding": {"sources": ["'"$LAN_NET4"'"], "masquerade": true}'

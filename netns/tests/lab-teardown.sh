@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `tunnelgate-lab run` leaves the host as it found it: after a scenario that passes, one that fails,
-# one stopped with SIGTERM, and one SIGKILLed (then `tunnelgate-lab sweep`); and its TAP and JUnit
-# files are well-formed and record the failures.
+# one stopped with SIGTERM, and one SIGKILLed (then `tunnelgate-lab sweep`, which also removes the state
+# directory a SIGKILLed Tunnelgate tunnel left in one of the run's namespaces, and no other namespace's);
+# and its TAP and JUnit files are well-formed and record the failures.
 #
 #   the default topology (Examples/lab/vpn-client.json), built and removed four times:
 #   client ══ router ══ internet ══ carrier / included / excluded,  router ══ lan
@@ -10,7 +11,7 @@
 # /run/tunnelgate-lab.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
-tg_begin --no-topology --no-binary --lab --tmp --needs xmllint
+tg_begin --no-topology --lab --tmp --needs xmllint,python3
 TOPO=$TG_ROOT/Examples/lab/vpn-client.json
 TMP=$TG_TMP
 RUNS=()
@@ -97,10 +98,34 @@ wait_for "the second hanging scenario is running" 60 sh -c "ls /tmp/tunnelgate-l
 kill -KILL "$runner"
 wait "$runner" 2>/dev/null
 check "after SIGKILL the run's namespaces are still there (nothing could remove them)" test -e "/run/netns/tgl-$R-client"
+# A Tunnelgate tunnel in the run's client whose engine is SIGKILLed too leaves its state directory
+# (/run/tunnelgate/net-INODE, named by the namespace's inode), as a killed run of Tunnelgate's suite does.
+cat >"$TMP/tgsw.json" <<'CFG'
+{"name": "tgsw", "mtu": 1400, "tunnelRemoteAddress": "198.18.10.10",
+ "ipv4Settings": {"addresses": ["10.77.0.2"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["10.77.0.0/24"]},
+ "runtime": {"kind": "none"}}
+CFG
+state_dir=/run/tunnelgate/net-$(stat -L -c %i "/run/netns/tgl-$R-client")
+tg_run ip netns exec "tgl-$R-client" "$TG" up "$TMP/tgsw.json" --detach
+check_rc "a Tunnelgate tunnel comes up in the run's client" 0
+engine=$(sed -n 's/.*running in the background as pid \([0-9]*\).*/\1/p' <<<"$TG_OUT")
+kill -KILL "${engine:-0}"
+wait_for "... its engine SIGKILLed (pid ${engine:-none})" 5 tg_exited "${engine:-0}"
+check "... leaves its state directory $state_dir behind" test -f "$state_dir/tgsw.journal"
+# Control: a state directory of another namespace (this host's own cookie in it, never one of the
+# run's namespaces'), which the sweep must leave.
+other=/run/tunnelgate/net-9$$$RANDOM
+tg_defer rm -rf "$other"
+mkdir -p -m 700 "$other" &&
+  python3 -c 'import socket; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); print(int.from_bytes(s.getsockopt(socket.SOL_SOCKET, 71, 8), "little"))' \
+    >"$other/namespace"
+check "control: another namespace's state directory $other, holding this host's cookie" grep -qx '[0-9][0-9]*' "$other/namespace"
 # The scenario's shell outlives the runner until it is swept: sweep ends every process in the namespaces.
 tg_run "$LAB" sweep
 check_rc "lab sweep" 0
 check_match "sweep names the dead run" "^swept $R\$" "$TG_OUT"
+check "sweep removed the state directory the killed tunnel left ($state_dir)" test ! -e "$state_dir"
+check "... and left the other namespace's ($other)" test -f "$other/namespace"
 host_state "$R" >"$TMP/after"
 check_same_snapshot "the host is as before after SIGKILL and sweep" "$TMP/before" "$TMP/after"
 rm -f "/tmp/lab-teardown-ready-$R"; rm -rf /tmp/tunnelgate-lab-"$R"-*

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The leak suite, example callback runtime: the ServerIP and fail-closed phases of leaks.sh for a runtime
 # that opens its own carrier socket inside Tunnelgate's process. R counts every packet from C that is not
-# that socket's 5-tuple (netns/lib.sh tg_leak_*).
+# that socket's 5-tuple (the lab's leak counters: netns/lib.sh tg_lab_leak_*).
 #
 #   C  tunnelgate "tga" 10.60.0.1 fd60::1: everything into the tunnel; the example runtime's UDP socket
 #   │  10.231.0.2:5400 -> 198.18.0.10:5400 is its carrier (declared too: [2001:db8:18::10]:5400)
 #   │  the generator: root and uid 65534, every protocol, routed, forced onto eth0/eth1, source-bound;
 #   │  also UDP to the carrier's port 5400, and from port 5400 of eth1's addresses
-#   R  router. Prerouting from c0/c1: a leak is anything but C:5400 -> carrier:5400/udp and IPv6 ND.
+#   R  router. Prerouting from c0/c1 (the lab): a leak is anything but C:5400 -> carrier:5400/udp and IPv6 ND/MLD.
 #   ├── L  LAN host
 #   └── I  tunnelgate "tgb" 10.60.0.2 fd60::2, the example runtime on 198.18.0.10:5400 (the peer); a TCP
 #          server on 8080 that answers with the address it saw; hosts .20 .30
@@ -32,15 +32,8 @@ tg_secret_file "leak-suite-secret-$RANDOM$RANDOM"
 # config FILE NAME ADDRESS BIND PEER INCLUDED4 INCLUDED6 [EXTRA-ARGS] [EXTRA-TOP] [MORE-CARRIERS]: a
 # tunnel hosting the example runtime (IP in UDP; runtime.sh); the IPv6 address is fd60::N for 10.60.0.N.
 config() {
-  cat >"$1" <<CFG
-{"name": "$2", "tunnelRemoteAddress": "${5%:*}", "mtu": 1400${9:-},
- "ipv4Settings": {"addresses": ["$3"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["$6"]},
- "ipv6Settings": {"addresses": ["fd60::${3##*.}"], "networkPrefixLengths": [64], "includedRoutes": ["$7"]},
- "carrierEndpoints": ["$5"${10:-}],
- "runtime": {"kind": "callback", "library": "$LIB",
-             "arguments": ["--bind", "$4", "--peer", "$5", "--silence-ms", "600", "--keepalive-ms", "150"${8:-}],
-             "secretFile": "$secret"}}
-CFG
+  tg_runtime_config "$1" "$2" "$3" "$4" "$5" --routes "[\"$6\"]" --ipv6 "[\"$7\"]" \
+    --args ', "--silence-ms", "600", "--keepalive-ms", "150"'"${8:-}" --top "${9:-}" --carriers "[\"$5\"${10:-}]"
 }
 # config_a FILE [EXTRA-ARGS] [EXTRA-TOP]: C's full tunnel.
 config_a() { config "$1" tga 10.60.0.1 "$C_ETH0_4:5400" "$CARRIER4:5400" 0.0.0.0/0 ::/0 "${2:-}" "${3:-}" ", \"[$CARRIER6]:5400\""; }
@@ -60,19 +53,24 @@ in_c ip -6 route add default via "$R_C1_6" dev eth1 metric 2000
 CARRIERS=(--carrier "$CARRIER4:5400/udp@$C_ETH0_4:5400" --carrier "[$CARRIER6]:5400/udp@[$C_ETH0_6]:5400")
 TG_LEAK_GEN_ARGS=(--udp-port 5400 --udp-from "$C_ETH1_4:5400" --udp-from "[$C_ETH1_6]:5400")
 # Without the kill switch, what its address' scope binds to a link may leave on it (leaks.sh).
-LINK_SCOPE=(--allow-to fe80::/10 --allow-to ff02::/16 --allow-to 224.0.0.0/24)
+LINK_SCOPE=(--allow fe80::/10 --allow ff02::/16 --allow 224.0.0.0/24)
 ks_present() { in_c nft list table inet tunnelgate-tga >/dev/null 2>&1; }
 status_is() { tg_c status tga --json 2>/dev/null | jq -e --arg s "$1" '.status == $s' >/dev/null; }
+# no_leak PHASE [--before MS]: the two leak checks, by the lab's counters; with --before only what R first
+# saw before MS.
 no_leak() {
-  check_no_leak "$1, ServerIP (needs issue 13)" carrier
-  check_no_leak "$1" other
+  local phase=$1
+  shift
+  check_lab_no_leaks "[$phase, ServerIP (needs issue 13)] nothing but the carrier 5-tuples left C for a carrier's address" \
+    --only carrier-addresses "$@"
+  check_lab_no_leaks "[$phase] nothing left C for any address that is not a carrier's" --only other-addresses "$@"
 }
 tunnel_works() {
   local before
-  before=$(tg_leak_carrier_packets)
+  before=$(tg_lab_carrier_packets)
   check_ping "[$1] the tunnel works: ping 10.60.0.2 through it" "$NS_C" 10.60.0.2
-  check "[$1] ... over the runtime's carrier 5-tuple, counted at R ($before -> $(tg_leak_carrier_packets) packets)" \
-    test "$(tg_leak_carrier_packets)" -gt "$before"
+  check "[$1] ... over the runtime's carrier 5-tuple, counted at R ($before -> $(tg_lab_carrier_packets) packets)" \
+    test "$(tg_lab_carrier_packets)" -gt "$before"
 }
 check_through_tunnel() { # PHASE
   check_eq "[$1, ServerIP (needs issue 13)] uid 65534's TCP to $CARRIER4:8080 went through the tunnel (the server saw 10.60.0.1)" \
@@ -86,28 +84,28 @@ down_a() {
 }
 
 # --- control ------------------------------------------------------------------------------------------------
-tg_leak_watch "${CARRIERS[@]}"
+tg_lab_leak_declare "${CARRIERS[@]}"
 tg_leak_generate
-control=$(tg_leak_count)
+control=$(tg_lab_leak_count)
 check "[control, no tunnel] the generator's packets reach R's leak counter ($control packets)" test "$control" -gt 0
 check_match "[control] ... among them TCP to the carrier's port 8080" \
-  "^tcp $(tg_re "$C_ETH0_4") -> $(tg_re "$CARRIER4") port 8080," "$(tg_leak_tuples carrier)"
+  "^other tcp $(tg_re "$C_ETH0_4"):[0-9]+ -> $(tg_re "$CARRIER4"):8080 " "$(tg_lab_leak_tuples)"
 
 # --- a full tunnel without the kill switch: routing alone -------------------------------------------------------
-tg_leak_watch "${CARRIERS[@]}" "${LINK_SCOPE[@]}"
+tg_lab_leak_declare "${CARRIERS[@]}" "${LINK_SCOPE[@]}"
 config_a "$TG_TMP/a.json"
 tg_run tg_c up "$TG_TMP/a.json" --detach
 check_rc "[full tunnel] tga up" 0
-tg_leak_reset
+tg_lab_leaks_reset
 tunnel_works "full tunnel"
-tg_leak_reset
+tg_lab_leaks_reset
 tg_leak_generate --source "$C_ETH0_4" --source "$C_ETH0_6"
 no_leak "full tunnel, routed"
 check_through_tunnel "full tunnel"
 down_a "full tunnel"
 
 # --- the kill switch: during up ------------------------------------------------------------------------------
-tg_leak_watch "${CARRIERS[@]}"
+tg_lab_leak_declare "${CARRIERS[@]}"
 config_a "$TG_TMP/ks.json" "" "$KS"
 tg_leak_generate_start
 # Counted from the moment the kill switch exists (before that nothing promises anything). And the kill
@@ -120,7 +118,7 @@ wait_for "[during up] the watch for which comes first, the TUN or the kill switc
 tg_c up "$TG_TMP/ks.json" --detach >"$TG_TMP/up.out" 2>&1 &
 upper=$!
 wait_for "[during up] the kill switch table appears" 10 ks_present
-tg_leak_reset
+tg_lab_leaks_reset
 wait "$upper" && up_rc=0 || up_rc=$?
 check_eq "[during up] up --detach with includeAllNetworks exits 0" 0 "$up_rc" || _tg_detail "$(cat "$TG_TMP/up.out")"
 wait_for "[during up] tga is connected" 10 status_is connected
@@ -130,9 +128,9 @@ check_eq "[during up] the kill switch table was there before the TUN" "table fir
 no_leak "during up"
 
 # --- steady ---------------------------------------------------------------------------------------------------
-tg_leak_reset
+tg_lab_leaks_reset
 tunnel_works "kill switch, steady"
-tg_leak_reset
+tg_lab_leaks_reset
 tg_leak_generate --rounds 2
 no_leak "kill switch, steady"
 check_through_tunnel "kill switch, steady"
@@ -147,15 +145,15 @@ table inet cut {
   }
 }
 EOT
-tg_leak_reset
+tg_lab_leaks_reset
 tg_leak_generate_start
 wait_for "[carrier lost] tga goes reasserting" 10 status_is reasserting
 tg_leak_generate_stop "[carrier lost] the generator ran while the carrier was gone"
-check "[carrier lost] the runtime kept sending on its carrier 5-tuple ($(tg_leak_carrier_packets) packets at R)" \
-  test "$(tg_leak_carrier_packets)" -gt 0
+check "[carrier lost] the runtime kept sending on its carrier 5-tuple ($(tg_lab_carrier_packets) packets at R)" \
+  test "$(tg_lab_carrier_packets)" -gt 0
 no_leak "carrier lost"
 in_r nft delete table inet cut
-tg_leak_reset
+tg_lab_leaks_reset
 tg_leak_generate_start
 wait_for "[carrier back] tga is connected again" 10 status_is connected
 tg_leak_generate_stop "[carrier back] the generator ran while the carrier came back"
@@ -163,7 +161,7 @@ no_leak "carrier back"
 tunnel_works "carrier back"
 
 # --- the runtime fails (a test hook of the example runtime) ------------------------------------------------------
-tg_leak_reset
+tg_lab_leaks_reset
 tg_leak_generate_start
 tg_run tg_c message tga "fail the server revoked this session"
 check_eq "[runtime failed] the runtime took the fail message" failing "$TG_OUT"
@@ -184,7 +182,7 @@ wait_for "[engine killed] status: the residue's kill switch is still on" 5 resid
 
 # --- failed next ups over the residue -------------------------------------------------------------------------
 failed_up() { # PHASE ERROR-REGEX CONFIG
-  tg_leak_reset
+  tg_lab_leaks_reset
   tg_leak_generate_start
   tg_run tg_c up "$3" --detach
   check_rc_nonzero "[$1] up fails"
@@ -203,7 +201,7 @@ config_a "$TG_TMP/ks-refuse.json" ', "--fail-start", "the server refused our cre
 failed_up "failed up: the runtime refuses to start" "the server refused our credentials" "$TG_TMP/ks-refuse.json"
 
 # --- an up over the residue, the owner SIGKILLed, down of the residue ----------------------------------------------
-tg_leak_reset
+tg_lab_leaks_reset
 tg_leak_generate_start
 tg_run tg_c up "$TG_TMP/ks.json" --detach
 check_rc "[up over the residue] up exits 0" 0
@@ -213,7 +211,7 @@ no_leak "up over the residue"
 tunnel_works "up over the residue"
 
 owner=$(tg_tunnel_pids "$NS_C" | head -n 1)
-tg_leak_reset
+tg_lab_leaks_reset
 tg_leak_generate_start
 kill -9 "${owner:-0}"
 wait_for "[owner SIGKILLed] the tunnelgate process is gone" 5 tg_exited "${owner:-0}"
@@ -222,7 +220,7 @@ tg_leak_generate_stop "[owner SIGKILLed] the generator ran through the kill"
 no_leak "owner SIGKILLed"
 
 # down of the residue: what leaves while the kill switch still exists is a leak (leaks.sh, "during down").
-tg_leak_reset
+tg_lab_leaks_reset
 : >"$TG_TMP/ks-last-seen"
 (
   for _ in $(seq 2000); do
@@ -239,11 +237,10 @@ wait_for "[during down] the kill switch table is gone" 10 tg_exited "$poller"
 tg_leak_generate_stop "[during down] the generator ran through down"
 last_seen=$(cat "$TG_TMP/ks-last-seen")
 check "[during down] the kill switch was seen while the generator ran" test -n "$last_seen"
-check_no_leak "during down, ServerIP (needs issue 13)" carrier --before "${last_seen:-0}"
-check_no_leak "during down" other --before "${last_seen:-0}"
-tg_leak_reset
+no_leak "during down, first seen while the kill switch stood" --before "${last_seen:-0}"
+tg_lab_leaks_reset
 tg_leak_generate
-after=$(tg_leak_count)
+after=$(tg_lab_leak_count)
 check "[after down] traffic leaves C in clear again: the counter moves ($after packets)" test "$after" -gt 0
 
 tg_run in_i "$TG" down tgb

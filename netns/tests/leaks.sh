@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The leak suite, built-in WireGuard: R counts every packet that leaves C's physical links and is not the
-# tunnel's own carrier traffic, while C tries every way out we know (netns/lib.sh tg_leak_*), through
-# every transition of a tunnel's life. Modelled on TunnelCrack's ServerIP and LocalNet tests
+# tunnel's own carrier traffic (the lab's leak counters: netns/lib.sh tg_lab_leak_*), while C tries every
+# way out we know (tg_leak_generate*), through every transition of a tunnel's life. Modelled on TunnelCrack's ServerIP and LocalNet tests
 # (CVE-2023-36671, CVE-2023-36672) and on Mullvad's leak checks.
 #
 #   C  tunnelgate "tgwNNN" 10.70.0.1 fd70::1, WireGuard from UDP port 51821 (ListenPort, fixed)
@@ -9,7 +9,7 @@
 #   │  the generator: root and uid 65534; TCP 8080 443 53 853, UDP 51820 8080, DNS, ICMP, mDNS; routed,
 #   │  forced onto eth0/eth1 (SO_BINDTODEVICE), bound to eth0's addresses; to the carriers, L, R, .20 .30,
 #   │  elsewhere
-#   R  router. Prerouting from c0/c1: a leak is anything but C:51821 -> carrier:51820/udp and IPv6 ND.
+#   R  router. Prerouting from c0/c1 (the lab): a leak is anything but C:51821 -> carrier:51820/udp and IPv6 ND/MLD.
 #   │  Proxy ARP/NDP on c0 for 198.18.0.0/24 (the hostile network of the LocalNet part).
 #   ├── L  LAN host 192.168.231.2 fd00:a1::2
 #   └── I  wireguard-go "wgiNNN": the peer at 198.18.0.10:51820 and [2001:db8:18::10]:51820, 10.70.0.2
@@ -74,11 +74,11 @@ hostile_off() {
 CARRIERS=(--carrier "$CARRIER4:51820/udp@51821" --carrier "[$CARRIER6]:51820/udp@51821")
 # Without the kill switch, what is bound to a link by its address' scope may leave on it: IPv6
 # link-local unicast and multicast, IPv4 link-local multicast (224.0.0.0/24 is never routed).
-LINK_SCOPE=(--allow-to fe80::/10 --allow-to ff02::/16 --allow-to 224.0.0.0/24)
+LINK_SCOPE=(--allow fe80::/10 --allow ff02::/16 --allow 224.0.0.0/24)
 # RFC 1918, link-local, multicast and broadcast; link-local, ULA and multicast: what excludeLocalNetworks
 # lets through (docs/operations.md).
-LOCAL_RANGES=(--allow-to 10.0.0.0/8 --allow-to 172.16.0.0/12 --allow-to 192.168.0.0/16 --allow-to 169.254.0.0/16
-  --allow-to 224.0.0.0/4 --allow-to 255.255.255.255 --allow-to fe80::/10 --allow-to fc00::/7 --allow-to ff00::/8)
+LOCAL_RANGES=(--allow 10.0.0.0/8 --allow 172.16.0.0/12 --allow 192.168.0.0/16 --allow 169.254.0.0/16
+  --allow 224.0.0.0/4 --allow 255.255.255.255/32 --allow fe80::/10 --allow fc00::/7 --allow ff00::/8)
 
 # --- helpers ------------------------------------------------------------------------------------------
 ks_table() { echo "inet tunnelgate-$1"; }
@@ -121,15 +121,18 @@ check_through_tunnel() {
 # tunnel_works PHASE: a ping crosses the tunnel, and its carrier 5-tuple reached R.
 tunnel_works() {
   local before
-  before=$(tg_leak_carrier_packets)
+  before=$(tg_lab_carrier_packets)
   check_ping "[$1] the tunnel works: ping 10.70.0.2 through it" "$NS_C" 10.70.0.2
-  check "[$1] ... over the carrier 5-tuple, counted at R ($before -> $(tg_leak_carrier_packets) packets)" \
-    test "$(tg_leak_carrier_packets)" -gt "$before"
+  check "[$1] ... over the carrier 5-tuple, counted at R ($before -> $(tg_lab_carrier_packets) packets)" \
+    test "$(tg_lab_carrier_packets)" -gt "$before"
 }
-# no_leak PHASE: the two leak checks (to the carriers' addresses: ServerIP; to anything else).
+# no_leak PHASE [--before MS]: the two leak checks (to the carriers' addresses: ServerIP; to anything
+# else), by the lab's counters; with --before only what R first saw before MS.
 no_leak() {
-  check_no_leak "$1" carrier
-  check_no_leak "$1" other
+  local phase=$1
+  shift
+  check_lab_no_leaks "[$phase] nothing but the carrier 5-tuples left C for a carrier's address" --only carrier-addresses "$@"
+  check_lab_no_leaks "[$phase] nothing left C for any address that is not a carrier's" --only other-addresses "$@"
 }
 
 # c_quick: C's wg-quick file: a full tunnel (no kill switch: a wg-quick file cannot ask for one).
@@ -169,19 +172,19 @@ down_c() {
 }
 
 # --- control: without a tunnel the generator's packets reach R --------------------------------------------
-tg_leak_watch "${CARRIERS[@]}"
+tg_lab_leak_declare "${CARRIERS[@]}"
 tg_leak_generate
-control=$(tg_leak_count)
-tuples=$(tg_leak_tuples)
+control=$(tg_lab_leak_count)
+tuples=$(tg_lab_leak_tuples)
 check "[control, no tunnel] the generator's packets reach R's leak counter ($control packets)" test "$control" -gt 0
 check "[control] ... sent from root and from uid 65534 ($(jq -c .results "$TG_TMP/leak-gen.json" 2>/dev/null))" \
   jq -e '.results["uid 0: sent"] > 0 and .results["uid 65534: sent"] > 0' "$TG_TMP/leak-gen.json"
-check_match "[control] ... TCP to the carrier's port 8080" "^tcp $(tg_re "$C_ETH0_4") -> $(tg_re "$CARRIER4") port 8080," "$tuples"
+check_match "[control] ... TCP to the carrier's port 8080" "^other tcp $(tg_re "$C_ETH0_4"):[0-9]+ -> $(tg_re "$CARRIER4"):8080 " "$tuples"
 check_match "[control] ... UDP to the IPv6 carrier's port 51820 from another port than the tunnel's" \
-  "^udp $C_ETH0_6 -> $CARRIER6 port 51820," "$tuples"
-check_match "[control] ... DNS to the LAN host" "^udp $(tg_re "$C_ETH0_4") -> $(tg_re "$LAN4") port 53," "$tuples"
-check_match "[control] ... ICMPv6 echo to an address only a default route covers" "^icmpv6 .* -> $ELSEWHERE6 echo-request" "$tuples"
-check_match "[control] ... forced onto eth1" "^tcp $(tg_re "$C_ETH1_4") -> " "$tuples"
+  "^other udp \[$C_ETH0_6\]:[0-9]+ -> \[$CARRIER6\]:51820 " "$tuples"
+check_match "[control] ... DNS to the LAN host" "^dns udp $(tg_re "$C_ETH0_4"):[0-9]+ -> $(tg_re "$LAN4"):53 " "$tuples"
+check_match "[control] ... ICMPv6 echo to an address only a default route covers" "^other icmpv6 .* -> $ELSEWHERE6 type 128 " "$tuples"
+check_match "[control] ... forced onto eth1" "^other tcp $(tg_re "$C_ETH1_4"):[0-9]+ -> " "$tuples"
 hostile_on
 check_ping "[control] with C's LAN claiming $INET_NET4 is local, $INCLUDED4 is reached on-link over eth0" "$NS_C" "$INCLUDED4"
 check_route "[control] ... (the hostile connected route is used)" "$NS_C" "$INCLUDED4" eth0
@@ -189,15 +192,15 @@ hostile_off
 
 # --- a full tunnel without the kill switch: routing alone ---------------------------------------------------
 c_quick
-tg_leak_watch "${CARRIERS[@]}" "${LINK_SCOPE[@]}"
+tg_lab_leak_declare "${CARRIERS[@]}" "${LINK_SCOPE[@]}"
 tg_run tg_c up "$TG_TMP/$TGW.conf" --detach
 check_rc "[full tunnel] up $TGW.conf (wg-quick, AllowedIPs 0.0.0.0/0, ::/0) exits 0" 0
-tg_leak_reset
+tg_lab_leaks_reset
 tunnel_works "full tunnel"
 check "[full tunnel] wireguard-go completed a handshake with C" \
   test "$(in_i wg show "$WGI" latest-handshakes | awk '{print $2}')" -gt 0
 # ServerIP: everyone else's packets to the carrier's address go into the tunnel, by routing alone.
-tg_leak_reset
+tg_lab_leaks_reset
 tg_leak_generate --source "$C_ETH0_4" --source "$C_ETH0_6"
 no_leak "full tunnel, routed (ServerIP by routing)"
 check_through_tunnel "full tunnel" "$CARRIER4" 10.70.0.1
@@ -205,7 +208,7 @@ check_through_tunnel "full tunnel" "$CARRIER4" 10.70.0.1
 hostile_on
 check_route "[full tunnel, LocalNet] $INCLUDED4, claimed local by the LAN, is routed into the tunnel" "$NS_C" "$INCLUDED4" "$TGW"
 check_route "[full tunnel, LocalNet] $INCLUDED6, claimed local by the LAN, is routed into the tunnel" "$NS_C" "$INCLUDED6" "$TGW"
-tg_leak_reset
+tg_lab_leaks_reset
 tg_leak_generate --routed-only
 no_leak "full tunnel, LocalNet"
 hostile_off
@@ -261,7 +264,7 @@ wait "$sniffer" 2>/dev/null
 down_c "[no ipv6Settings] down"
 
 # --- the kill switch: during up -----------------------------------------------------------------------------
-tg_leak_watch "${CARRIERS[@]}"
+tg_lab_leak_declare "${CARRIERS[@]}"
 ks_config "$TG_TMP/ks.json"
 # Timers scaled by 0.02 (test-only variable, docs/wireguard.md): handshake retries every 0.1 s and the
 # session's keys gone 10.8 s after the last handshake, so that a cut carrier shows as reasserting soon.
@@ -277,7 +280,7 @@ wait_for "[during up] the watch for which comes first, the TUN or the kill switc
 tg_c up "$TG_TMP/ks.json" --detach >"$TG_TMP/up.out" 2>&1 &
 upper=$!
 wait_for "[during up] the kill switch table appears" 10 ks_present
-tg_leak_reset
+tg_lab_leaks_reset
 wait "$upper" && up_rc=0 || up_rc=$?
 check_eq "[during up] up --detach with includeAllNetworks exits 0" 0 "$up_rc" || _tg_detail "$(cat "$TG_TMP/up.out")"
 wait_for "[during up] the tunnel is connected" 10 status_is connected
@@ -288,16 +291,16 @@ no_leak "during up"
 ks_content >"$TG_TMP/ks-content.json"
 
 # --- steady state ---------------------------------------------------------------------------------------------
-tg_leak_reset
+tg_lab_leaks_reset
 tunnel_works "kill switch, steady"
-tg_leak_reset
+tg_lab_leaks_reset
 tg_leak_generate --rounds 2
 no_leak "kill switch, steady"
 check_through_tunnel "kill switch, steady" "$CARRIER4" 10.70.0.1
 check_through_tunnel "kill switch, steady" "$CARRIER6" fd70::1
 check_ping "[kill switch, steady] loopback works" "$NS_C" 127.0.0.1
 # The IPv6 carrier: the peer's endpoint moved to [$CARRIER6]:51820 (wg set, as a roaming peer would).
-tg_leak_reset
+tg_lab_leaks_reset
 in_c wg set "$TGW" peer "$I_PUB" endpoint "[$CARRIER6]:51820"
 check_ping "[IPv6 carrier] the tunnel works over the IPv6 carrier" "$NS_C" 10.70.0.2
 wait_for "[IPv6 carrier] ... wireguard-go sees C at [$C_ETH0_6]:51821" 3 \
@@ -341,7 +344,7 @@ tg_run tamper_carrier 6 "$CARRIER6" "$INCLUDED6"
 check_rc "[tamper: carrier exemption] ... and $INCLUDED6 ($TG_OUT)" 0
 wait_for "[tamper: carrier exemption] the kill switch's content is repaired (equal to what up made) within 2 s" 2 \
   ks_content_is "$TG_TMP/ks-content.json" || ks_diff "$TG_TMP/ks-content.json"
-tg_leak_reset
+tg_lab_leaks_reset
 tg_leak_generate
 no_leak "after the carrier-exemption tamper and its repair"
 tunnel_works "after the carrier-exemption tamper"
@@ -351,7 +354,7 @@ ks_content_is "$TG_TMP/ks-content.json" || { untamper_carrier 4 "$INCLUDED4"; un
 check "[tamper: rule and policy] the output chain's last rule is deleted from outside and its policy set to accept" tamper_open
 wait_for "[tamper: rule and policy] the kill switch's content is repaired (equal to what up made) within 2 s" 2 \
   ks_content_is "$TG_TMP/ks-content.json" || ks_diff "$TG_TMP/ks-content.json"
-tg_leak_reset
+tg_lab_leaks_reset
 tg_leak_generate
 no_leak "after the rule/policy tamper and its repair"
 tunnel_works "after the rule/policy tamper"
@@ -365,7 +368,7 @@ for i in $(seq 12); do
 done
 check_eq "[tamper storm] the chain opened 12 times in a row: each time repaired within 2 s" 12 "$repaired" ||
   ks_diff "$TG_TMP/ks-content.json"
-tg_leak_reset
+tg_lab_leaks_reset
 tg_leak_generate
 no_leak "after 12 tampers in a row"
 # Not repaired: the test closes the chain again, so that the next phases measure only themselves.
@@ -384,16 +387,16 @@ table inet cut {
   }
 }
 EOT
-tg_leak_reset
+tg_lab_leaks_reset
 check_fails "[carrier lost] nothing crosses the tunnel with its carrier cut" in_c ping -n -c 1 -W 1 10.70.0.2
 tg_leak_generate_start
 wait_for "[carrier lost] the tunnel goes reasserting" 20 status_is reasserting
 tg_leak_generate_stop "[carrier lost] the generator ran while the carrier was gone"
-check "[carrier lost] WireGuard kept trying its carrier 5-tuple ($(tg_leak_carrier_packets) packets at R)" \
-  test "$(tg_leak_carrier_packets)" -gt 0
+check "[carrier lost] WireGuard kept trying its carrier 5-tuple ($(tg_lab_carrier_packets) packets at R)" \
+  test "$(tg_lab_carrier_packets)" -gt 0
 no_leak "carrier lost"
 in_r nft delete table inet cut
-tg_leak_reset
+tg_lab_leaks_reset
 tg_leak_generate_start
 wait_for "[carrier back] the tunnel is connected again" 20 status_is connected
 tg_leak_generate_stop "[carrier back] the generator ran while the carrier came back"
@@ -401,14 +404,14 @@ no_leak "carrier back"
 tunnel_works "carrier back"
 
 # --- the TUN deleted from outside --------------------------------------------------------------------------
-tg_leak_reset
+tg_lab_leaks_reset
 in_c ip link del "$TGW"
 tg_leak_generate
 no_leak "TUN deleted from outside"
 
 # --- the owner SIGKILLed ------------------------------------------------------------------------------------
 owner=$(tg_tunnel_pids "$NS_C" | head -n 1)
-tg_leak_reset
+tg_lab_leaks_reset
 tg_leak_generate_start
 kill -9 "${owner:-0}"
 wait_for "[owner SIGKILLed] the tunnelgate process is gone" 5 tg_exited "${owner:-0}"
@@ -422,7 +425,7 @@ check_match "[owner SIGKILLed] status says the kill switch is still on" 'kill sw
 # residue's kill switch must stay closed.
 failed_up() {
   local phase=$1 regex=$2 config=$3
-  tg_leak_reset
+  tg_lab_leaks_reset
   tg_leak_generate_start
   tg_run tg_c up "$config" --detach
   check_rc_nonzero "[$phase] up fails"
@@ -458,7 +461,7 @@ kill "$namesake" 2>/dev/null; wait "$namesake" 2>/dev/null
 wait_for "[failed up: API socket taken] the namesake's socket is gone" 5 test ! -e "/var/run/wireguard/$TGW.sock"
 
 # --- an up over the residue ---------------------------------------------------------------------------------
-tg_leak_reset
+tg_lab_leaks_reset
 tg_leak_generate_start
 tg_run tg_c up "$TG_TMP/ks.json" --detach
 check_rc "[up over the residue] up exits 0" 0
@@ -472,7 +475,7 @@ check_eq "[up over the residue] one kill switch table, not two" 1 "$(in_c nft li
 # What leaves while the kill switch still exists is a leak; once its table is gone traffic is clear by
 # design. A poller records the start of the last listing that still found the table: a tuple R first saw
 # before that moment was sent while the kill switch stood.
-tg_leak_reset
+tg_lab_leaks_reset
 : >"$TG_TMP/ks-last-seen"
 (
   for _ in $(seq 2000); do
@@ -489,27 +492,26 @@ wait_for "[during down] the kill switch table is gone" 10 tg_exited "$poller"
 tg_leak_generate_stop "[during down] the generator ran through down"
 last_seen=$(cat "$TG_TMP/ks-last-seen")
 check "[during down] the kill switch was seen while the generator ran" test -n "$last_seen"
-check_no_leak "during down" carrier --before "${last_seen:-0}"
-check_no_leak "during down" other --before "${last_seen:-0}"
+no_leak "during down, first seen while the kill switch stood" --before "${last_seen:-0}"
 wait_for "[after down] C's tunnelgate process has exited" 10 tg_no_tunnel_process "$NS_C"
-tg_leak_reset
+tg_lab_leaks_reset
 tg_leak_generate
-after=$(tg_leak_count)
+after=$(tg_lab_leak_count)
 check "[after down] traffic leaves C in clear again: the counter moves ($after packets)" test "$after" -gt 0
 check_match "[after down] C's IPv4 default route is there" "^default via $(tg_re "$R_C0_4") dev eth0 " "$(in_c ip -4 route show default)"
 
 # --- the kill switch with excludeLocalNetworks on a LAN that claims an "internet" prefix ------------------------
 hostile_on
-tg_leak_watch "${CARRIERS[@]}" "${LOCAL_RANGES[@]}"
+tg_lab_leak_declare "${CARRIERS[@]}" "${LOCAL_RANGES[@]}"
 ks_config "$TG_TMP/ks-local.json" 51821 ', "excludeLocalNetworks": true'
 tg_run tg_c up "$TG_TMP/ks-local.json" --detach
 check_rc "[LocalNet, kill switch] up with excludeLocalNetworks on a LAN that claims $INET_NET4 exits 0" 0
 check_route "[LocalNet, kill switch] $INCLUDED4 (not a local range) is routed into the tunnel" "$NS_C" "$INCLUDED4" "$TGW"
 check_route "[LocalNet, kill switch] $INCLUDED6 (not a local range) is routed into the tunnel" "$NS_C" "$INCLUDED6" "$TGW"
 check_route "[LocalNet, kill switch] the LAN host $LAN4 (RFC 1918) is routed directly" "$NS_C" "$LAN4" eth0
-tg_leak_reset
+tg_lab_leaks_reset
 tunnel_works "LocalNet, kill switch"
-tg_leak_reset
+tg_lab_leaks_reset
 tg_leak_generate
 no_leak "LocalNet, kill switch + excludeLocalNetworks"
 down_c "[LocalNet, kill switch] down"
@@ -524,21 +526,21 @@ unset TG_ENV
 NAME=vpn.tunnelgate.test
 mkdir -p "/etc/netns/$NS_C"
 printf '%s %s\n%s %s\n' "$INCLUDED4" "$NAME" "$INCLUDED6" "$NAME" >"/etc/netns/$NS_C/hosts"
-tg_leak_watch "${CARRIERS[@]}" --carrier "$INCLUDED4:51820/udp@51821" --carrier "[$INCLUDED6]:51820/udp@51821"
+tg_lab_leak_declare "${CARRIERS[@]}" --carrier "$INCLUDED4:51820/udp@51821" --carrier "[$INCLUDED6]:51820/udp@51821"
 ks_config "$TG_TMP/ks-name.json"
 sed -i "s|\"carrierEndpoints\": \[|\"carrierEndpoints\": [\"$NAME:51820\", |" "$TG_TMP/ks-name.json"
 check_match "[spoofed carrier name] plan shows what $NAME resolved to" "$(tg_re "$INCLUDED4")" \
   "$(tg_c plan "$TG_TMP/ks-name.json" 2>&1 | grep -i carrier)"
 tg_run tg_c up "$TG_TMP/ks-name.json" --detach
 check_rc "[spoofed carrier name] up with carrierEndpoints naming $NAME exits 0" 0
-tg_leak_reset
+tg_lab_leaks_reset
 tunnel_works "spoofed carrier name"
 ks_content >"$TG_TMP/ks-name-content.json"
 printf '%s %s\n%s %s\n' "$EXCLUDED4" "$NAME" "$EXCLUDED6" "$NAME" >"/etc/netns/$NS_C/hosts"
 check "[spoofed carrier name] the name now points at $EXCLUDED4; the kill switch is opened from outside" tamper_open
 wait_for "[spoofed carrier name] ... and repaired to exactly what up made (the name's address stays pinned)" 2 \
   ks_content_is "$TG_TMP/ks-name-content.json" || ks_diff "$TG_TMP/ks-name-content.json"
-tg_leak_reset
+tg_lab_leaks_reset
 tg_leak_generate
 no_leak "spoofed carrier name"
 check_through_tunnel "spoofed carrier name" "$INCLUDED4" 10.70.0.1

@@ -61,7 +61,7 @@ check_rc "tunnelgate up $TGM.conf (WireGuard, timers scaled 0.05)" 0
 check_ping "ping 10.70.0.2 crosses the tunnel (C makes the first handshake)" "$NS_C" 10.70.0.2
 
 # --- A non-loopback address is refused without the flag ------------------------------------------------------
-listening() { in_c ss -Hltn "( sport = :$1 )" | grep -q .; }   # listening PORT: something listens in C
+listening() { grep -q . <<<"$(in_c ss -Hltn "( sport = :$1 )")"; }   # listening PORT: something listens in C
 for addr in "$C_ETH0_4:9588" "0.0.0.0:9588" "[::]:9588" "[$C_ETH0_6]:9588"; do
   tg_run in_c "$TG" metrics --listen "$addr"
   check_rc "metrics --listen $addr is a usage error (exit 64)" 64
@@ -93,8 +93,9 @@ check_eq "one status series per NEVPNStatus, connected 1" \
 # The peer's line, found as a fixed string (a key is base64: +, / and =), with a handshake time: the
 # owner publishes the runtime's status once a second, so the first handshake shows within about that.
 handshake_served() {
-  scrape | grep -F "peer=\"$(cat "$TG_TMP/l.pub")\"}" |
-    grep -Eq "^tunnelgate_wireguard_peer_last_handshake_timestamp_seconds\{tunnel=\"$TGM\",namespace=\"$NS_C\",peer=\"[^\"]*\"\} [1-9][0-9]{9}$"
+  local lines
+  lines=$(grep -F "peer=\"$(cat "$TG_TMP/l.pub")\"}" <<<"$(scrape)")
+  grep -Eq "^tunnelgate_wireguard_peer_last_handshake_timestamp_seconds\{tunnel=\"$TGM\",namespace=\"$NS_C\",peer=\"[^\"]*\"\} [1-9][0-9]{9}$" <<<"$lines"
 }
 wait_for "the peer's last handshake is served under its public key (as a label value)" 5 handshake_served
 check "the private key is not in the exposition" bash -c "! grep -qF -f '$TG_TMP/c.key' <<<\"\$1\"" _ "$body"

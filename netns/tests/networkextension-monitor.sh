@@ -43,13 +43,13 @@ status_is() { ip netns exec "$NS_C" "$TG" status tg0 --json 2>/dev/null | jq -e 
 log_count() { grep -cE -- "$1" "$log" 2>/dev/null; }
 log_has_at_least() { [ "$(log_count "$2")" -ge "$1" ]; }
 message() { ip netns exec "$NS_C" "$TG" message tg0 "$1" 2>&1; }
-mtu_is() { ip -n "$NS_C" link show dev tg0 2>/dev/null | grep -q " mtu $1 "; }
+mtu_is() { grep -q " mtu $1 " <<<"$(ip -n "$NS_C" link show dev tg0 2>/dev/null)"; }
 
 wait_for "startTunnel completed: the tunnel is connected" 15 status_is '.status == "connected"'
 table=$(tg_tunnel_table "$NS_C" 4)
 pref=$(ip -n "$NS_C" -4 rule show | sed -En "s/^([0-9]+):.* lookup ${table:-none}( .*)?\$/\1/p" | head -n 1)
 check_match "the tunnel's policy rule is in place" '^[0-9]+$' "$pref"
-rule_back() { ip -n "$NS_C" -4 rule show | grep -qE "^$pref:.* lookup $table( |\$)"; }
+rule_back() { grep -qE "^$pref:.* lookup $table( |\$)" <<<"$(ip -n "$NS_C" -4 rule show)"; }
 killswitch=$(ip netns exec "$NS_C" nft -s list table inet tunnelgate-tg0 2>&1)
 check_match "the kill switch is in place (includeAllNetworks)" '^table inet tunnelgate-tg0 ' "$killswitch"
 check "no repair before anyone changed anything" status_is '(.counters.repairs // 0) == 0'

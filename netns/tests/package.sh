@@ -13,26 +13,19 @@
 # No network namespace is made; the root is entered with chroot in a private mount namespace (its
 # /proc and the apt cache are mounted there, and vanish with it). Downloaded packages are kept in
 # .build/package-test/cache, so a second run downloads only the package lists. The root is removed
-# in the trap. Timed: the whole run must stay under TG_PACKAGE_BUDGET seconds (default 280).
+# by the cleanup stack (netns/lib.sh). Timed: the whole run must stay under TG_PACKAGE_BUDGET seconds (default 280).
 set -uo pipefail
 # shellcheck source=netns/lib.sh
 . "$(dirname "$0")/../lib.sh"
 started=$(_tg_now_ms)
 budget=${TG_PACKAGE_BUDGET:-280}
 
-TG_TMP=$(mktemp -d /tmp/tunnelgate-package.XXXXXX)
-export TG_TMP
+# $TG_TMP is removed by lib.sh's cleanup stack; nothing is mounted outside the private mount namespaces,
+# the root is plain files.
+tg_begin --no-topology --no-binary --tmp
 cache=$TG_ROOT/.build/package-test/cache
 mkdir -p "$cache"
 ROOT=$TG_TMP/root
-cleanup() {
-  # Nothing is mounted outside the private mount namespaces; the root is plain files.
-  [ -n "$TG_TMP" ] && [ -d "$TG_TMP" ] && rm -rf --one-file-system "$TG_TMP"
-  TG_TMP=""
-}
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
 
 # in_root CMD...: runs CMD in ROOT (chroot) with /proc, /dev/null and friends, and the apt cache.
 in_root() {

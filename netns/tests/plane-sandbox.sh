@@ -32,14 +32,9 @@ printf 'root-only-key\n' >"$KEY"
 chmod 600 "$KEY"
 tg_defer rm -f "$KEY"
 
-config() { # FILE NAME ADDRESS BIND PEER LIBRARY EXTRA-ARGS EXTRA-TOP
-  cat >"$1" <<CFG
-{"name": "$2", "tunnelRemoteAddress": "${5%:*}", "mtu": 1400$8,
- "ipv4Settings": {"addresses": ["$3"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["0.0.0.0/0"]},
- "runtime": {"kind": "callback", "library": "$6",
-             "arguments": ["--bind", "$4", "--peer", "$5", "--keepalive-ms", "200"$7],
-             "secretFile": "$secret", "packetPath": "callback"}}
-CFG
+config() { # FILE NAME ADDRESS BIND PEER LIBRARY EXTRA-ARGS EXTRA-TOP (lib.sh tg_runtime_config)
+  tg_runtime_config "$1" "$2" "$3" "$4" "$5" --routes '["0.0.0.0/0"]' --library "$6" \
+    --args ', "--keepalive-ms", "200"'"$7" --packet-path callback --top "$8"
 }
 status_json() { ip netns exec "$1" "$TG" status "$2" --json 2>/dev/null; }
 status_is() { status_json "$1" "$2" | jq -e "$3" >/dev/null; }
@@ -79,7 +74,7 @@ check_match "[engine] keeps only the capabilities it needs" '^CapEff:[[:space:]]
 check_match "[engine] ... in its bounding set too" '^CapBnd:[[:space:]]+00000000002855e6$' "$(cat "/proc/$engine/status")"
 
 # --- the plane killed: restarted with the same TUN ------------------------------------------------------------
-tg_leak_watch --carrier "$LAN4:5400/udp@$C_ETH0_4:5400"
+tg_lab_leak_declare --carrier "$LAN4:5400/udp@$C_ETH0_4:5400"
 index=$(status_json "$NS_C" tga | jq .interfaceIndex)
 old_plane=$(status_json "$NS_C" tga | jq .planePID)
 kill -KILL "$old_plane"
@@ -91,7 +86,7 @@ check_eq "[SIGKILL] ... with the same TUN (interface index)" "$index" "$(status_
 wait_for "[SIGKILL] ping crosses the tunnel again" 10 ip netns exec "$NS_C" ping -n -c 1 -W 1 10.60.0.2
 check_match "[SIGKILL] the log says the plane was restarted" 'packet plane restarted \(attempt 1\) after: the packet plane killed by signal 9' \
   "$(cat "$(tg_state_dir "$NS_C")/tga.log")"
-check_no_leak "SIGKILL and restart"
+check_lab_no_leaks "[SIGKILL and restart] nothing left C's physical interfaces but the carrier 5-tuples"
 
 # --- the plane hung: the engine notices its silence and restarts it --------------------------------------------
 old_plane=$(status_json "$NS_C" tga | jq .planePID)
@@ -169,9 +164,9 @@ check "[flood] the engine is still running" test -d "/proc/$engine"
 check "[flood] the kill switch is on" status_is "$NS_C" tgf '.killSwitch'
 check_no_match "[flood] --restart never: the plane was not started again" 'restarting the packet plane' \
   "$(cat "$(tg_state_dir "$NS_C")/tgf.log")"
-tg_leak_reset
+tg_lab_leaks_reset
 ip netns exec "$NS_C" ping -n -c 2 -i 0.2 -W 0.3 -I eth0 "$INCLUDED4" >/dev/null 2>&1
-check_no_leak "a flooded channel"
+check_lab_no_leaks "[a flooded channel] nothing left C's physical interfaces but the carrier 5-tuples"
 tg_run ip netns exec "$NS_C" "$TG" down tgf
 check_rc "[flood] down removes it" 0
 

@@ -46,14 +46,9 @@ CODES='"resultCodes": {"ok": 0, "queueFull": 11, "invalidState": 12, "invalidArg
 # The codes tunnelgate assumes without resultCodes, as its errors list them.
 DEFAULT_CODES='ok 0, queueFull 1, invalidState 2, invalidArgument 3, bufferTooSmall 4, failed 5'
 
-config() { # FILE NAME ADDRESS BIND PEER EXTRA-ARGS EXTRA-RUNTIME   (JSON fragments, each after a comma)
-  cat >"$1" <<CFG
-{"name": "$2", "tunnelRemoteAddress": "${5%:*}", "mtu": 1400,
- "ipv4Settings": {"addresses": ["$3"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["10.61.0.0/24"]},
- "runtime": {"kind": "callback", "library": "$VARIANT",
-             "arguments": ["--bind", "$4", "--peer", "$5", "--silence-ms", "600", "--keepalive-ms", "150"$6],
-             "secretFile": "$secret", "packetPath": "callback"$7}}
-CFG
+config() { # FILE NAME ADDRESS BIND PEER EXTRA-ARGS EXTRA-RUNTIME   (JSON fragments, each after a comma; lib.sh tg_runtime_config)
+  tg_runtime_config "$1" "$2" "$3" "$4" "$5" --routes '["10.61.0.0/24"]' --library "$VARIANT" \
+    --args ', "--silence-ms", "600", "--keepalive-ms", "150"'"$6" --packet-path callback --runtime "$7"
 }
 config_a() { config "$TG_TMP/a.json" tga 10.61.0.1 "$C_ETH0_4:5410" "$LAN4:5410" "$@"; }
 config_b() { config "$TG_TMP/b.json" tgb 10.61.0.2 "$LAN4:5410" "$C_ETH0_4:5410" "$@"; }

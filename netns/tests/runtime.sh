@@ -37,15 +37,8 @@ outputs=$TG_TMP/outputs   # everything tunnelgate printed, logged or published, 
 # config FILE NAME ADDRESS BIND PEER PATH EXTRA-ARGS EXTRA-RUNTIME [EXTRA-TOP] [SECRET-SOURCE]
 # EXTRA-* are JSON fragments (, "--queue", "1"); the IPv6 address is fd60::N for the IPv4 10.60.0.N.
 config() {
-  local source=${10:-"\"secretFile\": \"$secret\""}
-  cat >"$1" <<CFG
-{"name": "$2", "tunnelRemoteAddress": "${5%:*}", "mtu": 1400${9:-},
- "ipv4Settings": {"addresses": ["$3"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["10.60.0.0/24"]},
- "ipv6Settings": {"addresses": ["fd60::${3##*.}"], "networkPrefixLengths": [64], "includedRoutes": ["fd60::/64"]},
- "runtime": {"kind": "callback", "library": "$LIB",
-             "arguments": ["--bind", "$4", "--peer", "$5", "--silence-ms", "600", "--keepalive-ms", "150"$7],
-             $source, "packetPath": "$6"$8}}
-CFG
+  tg_runtime_config "$1" "$2" "$3" "$4" "$5" --ipv6 '["fd60::/64"]' --args ', "--silence-ms", "600", "--keepalive-ms", "150"'"$7" \
+    --secret "${10:-"\"secretFile\": \"$secret\""}" --packet-path "$6" --runtime "$8" --top "${9:-}"
 }
 config_a() { config "$TG_TMP/a.json" tga 10.60.0.1 "$C_ETH0_4:5400" "$LAN4:5400" "$@"; }
 config_b() { config "$TG_TMP/b.json" tgb 10.60.0.2 "$LAN4:5400" "$C_ETH0_4:5400" "$@"; }

@@ -79,7 +79,7 @@ ip netns exec "$NS_C" env NOTIFY_SOCKET="$TG_TMP/notify.sock" WATCHDOG_USEC=1000
 up_pid=$!
 echo "$up_pid" >"$TG_TMP/up.pid"
 wait_for "READY=1 arrives" 20 at_least READY=1 1
-connected() { ip netns exec "$NS_C" "$TG" status tgsd --json 2>/dev/null | grep -q '"status" : "connected"'; }
+connected() { grep -q '"status" : "connected"' <<<"$(ip netns exec "$NS_C" "$TG" status tgsd --json 2>/dev/null)"; }
 wait_for "the tunnel is connected" 10 connected
 table=$(tg_tunnel_table "$NS_C" 4)
 snapshot=$(cat "$TG_TMP/ready-snapshot" 2>/dev/null)

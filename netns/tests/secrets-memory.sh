@@ -234,13 +234,9 @@ wait_for "[no mlock] the owner exited" 10 tg_exited "$pid"
 l_stop
 
 # --- [3] the callback runtime's secret ---------------------------------------------------------------------
-runtime_config() { # FILE NAME ADDRESS BIND PEER
-  cat >"$1" <<CFG
-{"name": "$2", "tunnelRemoteAddress": "${5%:*}", "mtu": 1400,
- "ipv4Settings": {"addresses": ["$3"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["10.74.0.0/24"]},
- "runtime": {"kind": "callback", "library": "$LIB", "arguments": ["--bind", "$4", "--peer", "$5"],
-             "secretFile": "$TG_TMP/secret", "packetPath": "callback"}}
-CFG
+runtime_config() { # FILE NAME ADDRESS BIND PEER (lib.sh tg_runtime_config)
+  tg_runtime_config "$1" "$2" "$3" "$4" "$5" --routes '["10.74.0.0/24"]' --secret "\"secretFile\": \"$TG_TMP/secret\"" \
+    --packet-path callback
 }
 runtime_config "$TG_TMP/tgs.json" tgs 10.74.0.1 "$C_ETH0_4:5410" "$LAN4:5410"
 runtime_config "$TG_TMP/tgt.json" tgt 10.74.0.2 "$LAN4:5410" "$C_ETH0_4:5410"

@@ -19,37 +19,36 @@
 # the unit's status text; WatchdogSec= is met by WATCHDOG=1 from the event loop (a SIGSTOPped engine is
 # killed for it); the names `up NAME` finds and refuses, and `tunnelgate list`, are checked in the root.
 # Only RestartSec= is shortened (and a test instance gets a short WatchdogSec=) by drop-ins.
-# Bounded: every wait polls with a timeout; the container is powered off (then killed) in the trap.
+# Bounded: every wait polls with a timeout; the container is powered off (then killed) by the cleanup
+# stack (netns/lib.sh tg_defer), also when a check bails out or the run is interrupted.
 set -uo pipefail
 # shellcheck source=netns/lib.sh
 . "$(dirname "$0")/../lib.sh"
 
-TG_TMP=$(mktemp -d /tmp/tunnelgate-systemd.XXXXXX)
-export TG_TMP
+tg_begin --no-topology --no-binary --tmp --needs systemd-nspawn
 cache=$TG_ROOT/.build/package-test/cache
 mkdir -p "$cache"
 ROOT=$TG_TMP/root
 nspawn_pid="" leader=""
-cleanup() {
-  if [ -n "${TG_KEEP_CONTAINER:-}" ]; then echo "# kept: nsenter --target $leader --all; root $ROOT"; return; fi
+# stop_container: powers the container off (SIGRTMIN+4 to its systemd), kills nspawn if it does not end,
+# then removes nspawn's runtime directories on this machine if no other container uses them (rmdir: only
+# empty ones). With TG_KEEP_CONTAINER set it keeps the container and its root: the rest of the cleanup
+# stack (the removal of $TG_TMP, which holds the root) is dropped.
+stop_container() {
+  if [ -n "${TG_KEEP_CONTAINER:-}" ]; then
+    echo "# kept: nsenter --target $leader --all; root $ROOT"
+    TG_DEFERRED=()
+    return
+  fi
   if [ -n "$nspawn_pid" ] && kill -0 "$nspawn_pid" 2>/dev/null; then
-    # Power off (SIGRTMIN+4 to the container's systemd), then kill nspawn if it does not end.
     [ -n "$leader" ] && kill -s SIGRTMIN+4 "$leader" 2>/dev/null
     _tg_poll 20 _tg_gone "$nspawn_pid" || kill -KILL "$nspawn_pid" 2>/dev/null
     _tg_poll 5 _tg_gone "$nspawn_pid"
   fi
-  [ -n "$TG_TMP" ] && [ -d "$TG_TMP" ] && rm -rf --one-file-system "$TG_TMP"
-  TG_TMP=""
-  # nspawn's runtime directories on this machine, if no other container uses them (rmdir: only empty).
   rmdir /run/systemd/nspawn/propagate /run/systemd/nspawn/locks /run/systemd/nspawn 2>/dev/null
   return 0
 }
 _tg_gone() { ! kill -0 "$1" 2>/dev/null; }
-trap cleanup EXIT
-trap 'tg_fail "interrupted by SIGINT"; tg_summary; exit 130' INT
-trap 'tg_fail "interrupted by SIGTERM (timed out?)"; tg_summary; exit 143' TERM
-
-command -v systemd-nspawn >/dev/null || tg_bail "systemd-nspawn is installed (Scripts/setup.sh: systemd-container)"
 
 # --- The root, with the package installed ---------------------------------------------------------------
 tg_run bash "$TG_ROOT/Scripts/package-deb.sh" --output "$TG_TMP/out"
@@ -118,6 +117,7 @@ printf '[Service]\nRestartSec=1s\n' >"$ROOT/etc/systemd/system/tunnelgate@.servi
 systemd-nspawn -D "$ROOT" --private-network --register=no --keep-unit --bind=/dev/net/tun --resolv-conf=off --quiet -b \
   >"$TG_TMP/console.log" 2>&1 &
 nspawn_pid=$!
+tg_defer stop_container
 find_leader() {
   leader=$(pgrep -P "$nspawn_pid" | head -n 1)
   [ -n "$leader" ] && [ "$(cat "/proc/$leader/comm" 2>/dev/null)" = systemd ]
@@ -126,7 +126,7 @@ wait_for "the container's systemd starts" 30 find_leader || tg_bail "no containe
 find_leader
 # in_ct CMD...: CMD inside the container (all its namespaces, its root).
 in_ct() { nsenter --target "$leader" --all -- "$@"; }
-booted() { in_ct systemctl is-system-running 2>/dev/null | grep -qxE 'running|degraded'; }
+booted() { grep -qxE 'running|degraded' <<<"$(in_ct systemctl is-system-running 2>/dev/null)"; }
 wait_for "the container boots (systemctl is-system-running)" 60 booted ||
   tg_bail "not booted" "$(in_ct systemctl --failed --no-pager 2>&1)" "$(tail -n 30 "$TG_TMP/console.log")"
 
@@ -156,10 +156,10 @@ nsenter --target "$leader" --net -- sysctl -q -w net.ipv6.conf.all.accept_dad=0 
 uplink_settled() {
   local l
   for l in uplink uplink-peer; do
-    ct_ip -6 -o addr show dev "$l" scope link | grep -q 'inet6 fe80::' || return 1
-    ct_ip -6 route show table local | grep -q "^local fe80::.* dev $l " || return 1
+    grep -q 'inet6 fe80::' <<<"$(ct_ip -6 -o addr show dev "$l" scope link)" || return 1
+    grep -q "^local fe80::.* dev $l " <<<"$(ct_ip -6 route show table local)" || return 1
   done
-  ! ct_ip -o addr show | grep -q tentative
+  ! grep -q tentative <<<"$(ct_ip -o addr show)"
 }
 wait_for "the uplink has settled (link-local addresses, nothing tentative)" 10 uplink_settled
 tg_snapshot_ct "$before"

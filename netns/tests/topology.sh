@@ -33,7 +33,7 @@ for link in c0 c1 lan0 inet0; do
 done
 
 # The topology is a lab run: its links can be impaired, its counters see C's traffic.
-carrier_of() { ip -n "$NS_C" -o link show dev eth0 | grep -q "$1"; }
+carrier_of() { grep -q "$1" <<<"$(ip -n "$NS_C" -o link show dev eth0)"; }
 tg_lab impair uplink down >/dev/null
 wait_for "tg_lab impair uplink down: C's eth0 loses its carrier" 5 carrier_of NO-CARRIER
 tg_lab impair uplink up >/dev/null
