@@ -66,7 +66,7 @@ while True:
     s.sendto(data, peer)
 ' "$CARRIER4" >"$TG_TMP/udp.log" 2>&1 &
 tg_defer kill $!
-listening() { ip netns exec "$NS_I" ss -lntuH | grep -q "$(tg_re "$1") "; }
+listening() { grep -q "$(tg_re "$1") " <<<"$(ip netns exec "$NS_I" ss -lntuH)"; }
 wait_for "the TLS servers and the UDP echo server listen in I" 10 \
   bash -c "$(declare -f tg_re listening); NS_I=$NS_I; listening $CARRIER4:8443 && listening $CARRIER4:8444 && listening [$CARRIER6]:8443 && listening $CARRIER4:5300"
 
