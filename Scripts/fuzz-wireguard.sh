@@ -5,7 +5,8 @@
 # (UAPI.swift, AllowedIPs.swift, Endpoint.swift) as one module, over TunnelgateSettings and the one
 # LinuxSystem file Endpoint.swift needs (IPSocketAddress.swift) compiled as static libraries, with
 # `swiftc -sanitize=fuzzer,address` (the Swift toolchain ships libFuzzer). libsodium comes through
-# Sources/CSodium's module map. The target checks invariants, not only "no crash"; see the comment at
+# Sources/CSodium's module map, the transport AEAD through Sources/CTransportAEAD's (its C compiled with
+# the toolchain's clang, linked with libcrypto). The target checks invariants, not only "no crash"; see the comment at
 # the top of Fuzz/WireGuardFuzz.swift.
 #
 # The seed corpus is written by the target itself (WG_FUZZ_SEED_DIR: valid messages made by the protocol
@@ -59,8 +60,9 @@ if ! { swiftc "${flags[@]}" -module-name TunnelgateSettings -emit-library -stati
        swiftc "${flags[@]}" -module-name LinuxSystem -emit-library -static \
          -emit-module -emit-module-path "$out/obj/LinuxSystem.swiftmodule" \
          -o "$out/obj/libLinuxSystem.a" "${system[@]}" &&
-       swiftc "${flags[@]}" -module-name WireGuard -I "$out/obj" -I Sources/CSodium \
-         -L "$out/obj" -lTunnelgateSettings -lLinuxSystem -o "$out/wireguard-fuzz" "${wireguard[@]}"
+       clang -O2 -g -c Sources/CTransportAEAD/aead.c -I Sources/CTransportAEAD/include -o "$out/obj/aead.o" &&
+       swiftc "${flags[@]}" -module-name WireGuard -I "$out/obj" -I Sources/CSodium -I Sources/CTransportAEAD/include \
+         -L "$out/obj" -lTunnelgateSettings -lLinuxSystem "$out/obj/aead.o" -lcrypto -o "$out/wireguard-fuzz" "${wireguard[@]}"
      } > "$out/build.log" 2>&1; then
   grep -v "Cannot export local symbol" "$out/build.log"
   echo "not ok - building the WireGuard fuzz target failed (log: $out/build.log)"

@@ -451,13 +451,24 @@ failed_up "failed up: runtime library missing" "/nonexistent/libnothing.so" "$TG
 ks_config "$TG_TMP/ks-bad.json" 51821 ', "inculdeAllNetworks": true'
 failed_up "failed up: config fails validation" "inculdeAllNetworks" "$TG_TMP/ks-bad.json"
 # Last, as it is the one that gets past applying the settings: a wireguard-go interface of the same name
-# in L holds /var/run/wireguard/$TGW.sock, so the runtime's start fails after the kernel was changed.
+# in L holds /var/run/wireguard/$TGW.sock, and something listens on the name C's tunnel would take
+# then (NAME@ID, ID C's namespace inode in base 36: docs/wireguard.md), so the runtime's start fails.
 ip netns exec "$NS_L" env LOG_LEVEL=error wireguard-go -f "$TGW" >>"$TG_TMP/wireguard-go.log" 2>&1 &
 namesake=$!
+c_id=$(python3 -c 'import sys; n = int(sys.argv[1]); d = ""
+while n: n, r = divmod(n, 36); d = "0123456789abcdefghijklmnopqrstuvwxyz"[r] + d
+print(d)' "$(stat -L -c %i "/run/netns/$NS_C")")
+alias_sock=/var/run/wireguard/${TGW:0:$((14 - ${#c_id}))}@$c_id.sock
+tg_defer rm -f "$alias_sock"
+python3 -c 'import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(4); time.sleep(60)' "$alias_sock" &
+squatter=$!
 wait_for "[failed up: API socket taken] a wireguard-go named $TGW in L holds its API socket" 10 \
   test -S "/var/run/wireguard/$TGW.sock"
-failed_up "failed up: API socket taken" "API socket|$TGW\.sock" "$TG_TMP/ks.json"
-kill "$namesake" 2>/dev/null; wait "$namesake" 2>/dev/null
+wait_for "[failed up: API socket taken] ... and another listener the name C's tunnel would take next" 10 test -S "$alias_sock"
+failed_up "failed up: API socket taken" "API socket|$TGW\.sock|${alias_sock##*/}" "$TG_TMP/ks.json"
+kill "$namesake" "$squatter" 2>/dev/null; wait "$namesake" "$squatter" 2>/dev/null
+rm -f "$alias_sock"
 wait_for "[failed up: API socket taken] the namesake's socket is gone" 5 test ! -e "/var/run/wireguard/$TGW.sock"
 
 # --- an up over the residue ---------------------------------------------------------------------------------

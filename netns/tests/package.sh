@@ -88,8 +88,10 @@ done
 check_no_match "Depends: names no Swift toolchain or runtime package" 'swift' "$depends"
 # ip(8) and nft(8) are not dependencies because nothing in the binary runs them: the programs the linked
 # modules start are tunnelgate itself (/proc/self/exe: `up --detach`, `exec`'s command entering its
-# namespace through `exec-enter`, the detached `tunnelgate wireguard`) and, only for `--netns
-# podman:NAME`, the user's own podman (`podman inspect`; Podman has no daemon to ask). The primitives
+# namespace through `exec-enter`, the detached `tunnelgate wireguard`), only for `--netns
+# podman:NAME` the user's own podman (`podman inspect`; Podman has no daemon to ask), and, for
+# `tunnelgate on-demand` (which links NetworkExtension), the registered provider host a saved
+# configuration names, started from the sealed copy of the file it checked (/proc/self/fd/N). The primitives
 # that start processes are defined in LinuxSystem and the shims (ProcessControl.spawn…, capture,
 # replaceProcess, CTunnelgateShims_spawn…/exec…); every other linked module is searched for calls of them
 # and of libc's own (posix_spawn, fork, exec*, popen; system(3) only with a literal).
@@ -101,13 +103,15 @@ for m in $modules; do
     "Sources/$m" ; true)
   spawns+=$'\n'
 done
-check_eq "the binary's modules start programs in four places only" \
-  "$(printf '%s\n' Sources/Session/NamespaceReference+Open.swift Sources/tunnelgate/Commands+Exec.swift Sources/tunnelgate/Commands+WireGuard.swift Sources/tunnelgate/Commands.swift)" \
+check_eq "the binary's modules start programs in five places only" \
+  "$(printf '%s\n' Sources/NetworkExtension/NEVPNConnection.swift Sources/Session/NamespaceReference+Open.swift Sources/tunnelgate/Commands+Exec.swift Sources/tunnelgate/Commands+WireGuard.swift Sources/tunnelgate/Commands.swift)" \
   "$(printf '%s\n' "$spawns" | grep . | cut -d: -f1 | sort -u)"
 check_match "… Commands.swift's is tunnelgate itself (/proc/self/exe)" 'let executable = "/proc/self/exe"' \
   "$(cat "$TG_ROOT/Sources/tunnelgate/Commands.swift")"
 check_match "… and so are exec's and wireguard's" '"/proc/self/exe", "exec-enter"' "$(cat "$TG_ROOT/Sources/tunnelgate/Commands+Exec.swift")"
 check_match "… wireguard's detached device is tunnelgate itself too" 'spawnDetached\("/proc/self/exe", \["tunnelgate", "wireguard"' "$(cat "$TG_ROOT/Sources/tunnelgate/Commands+WireGuard.swift")"
+check_match "… NEVPNConnection's is the provider host, from its sealed image" 'spawnDetached\("/proc/self/fd/\\\(image.rawValue\)"' \
+  "$(cat "$TG_ROOT/Sources/NetworkExtension/NEVPNConnection.swift")"
 check_match "… and the namespace reference's is podman inspect, nothing else" '^\["podman", "inspect"' \
   "$(grep -oE 'capture\(\[.*' "$TG_ROOT/Sources/Session/NamespaceReference+Open.swift" | sed 's/^capture(//')"
 files=$(dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|; s|/$||' | grep -vx '')

@@ -62,6 +62,8 @@ down() {
   keep_files "$1" "$2"
   run ip netns exec "$1" "$TG" down "$2"
   wait_for "$2's tunnelgate process exited" 10 tg_no_tunnel_process "$1"
+  # The engine waits for its plane before it exits: nothing of the runtime may outlive down.
+  check_eq "... and no packet plane is left in it" "" "$(tg_plane_pids "$1")"
 }
 down_pair() { down "$NS_C" tga; down "$NS_L" tgb; }
 # iperf_tcp SECONDS: a TCP transfer of that many seconds from C to L through the tunnel; sets $received
@@ -386,7 +388,8 @@ check_eq "... and starts no tunnelgate process" "" "$(tg_tunnel_pids "$NS_C")"
 # poll on. It has started (MEHS's contract: an interface means packets may go in): up succeeds and the
 # tunnel starts out reasserting, rather than waiting for a "ready" that never comes.
 config_a callback "" ""
-sed -i 's/"--silence-ms", "600"/"--silence-ms", "1"/' "$TG_TMP/a.json"
+# Its own ports too, so that nothing of tgb's earlier runs (same secret) could ever answer it.
+sed -i 's/"--silence-ms", "600"/"--silence-ms", "1"/; s/:5400"/:5498"/g' "$TG_TMP/a.json"
 up_a "[no peer yet] tga"
 check_match "[no peer yet] up says the tunnel came up reasserting" 'tga: reasserting \(table' "$TG_OUT$TG_ERR"
 run ip netns exec "$NS_C" "$TG" status tga --json
