@@ -6,7 +6,7 @@
 #   veth       -                                    -                                 the bare veth, the limit
 #   wggo-new   current wireguard-go                 current wireguard-go              the reference
 #   wggo-deb   Debian's wireguard-go                Debian's wireguard-go
-#   tg-tg      tunnelgate                           tunnelgate                        (release build)
+#   tg-tg      tunnelgate                           tunnelgate                        (release, as installed)
 #   tg>wggo    tunnelgate                           current wireguard-go              tunnelgate sending
 #   wggo>tg    current wireguard-go                 tunnelgate                        tunnelgate receiving
 #
@@ -64,7 +64,9 @@ wggo_deb=/usr/bin/wireguard-go
 
 bash Scripts/setup.sh
 [ -x "$wggo_deb" ] || { echo "Error: $wggo_deb (Debian's wireguard-go) is missing: Scripts/setup.sh installs it" >&2; exit 1; }
-swift build -c release --product tunnelgate >/dev/null
+# The binary as Scripts/install.sh and the package build it (the Swift runtime linked in statically):
+# what a user runs, and what its resident memory is.
+swift build -c release --static-swift-stdlib --disable-local-rpath --product tunnelgate >/dev/null
 TG=$(pwd)/.build/release/tunnelgate
 
 modes=(veth wggo-new wggo-deb tg-tg "tg>wggo" "wggo>tg")
@@ -320,7 +322,7 @@ ratio() {
 }
 
 echo
-echo "tunnelgate $(git rev-parse --short=12 HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- Sources Package.swift 2>/dev/null || echo ' + uncommitted changes'), release build"
+echo "tunnelgate $(git rev-parse --short=12 HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- Sources Package.swift 2>/dev/null || echo ' + uncommitted changes'), release build, Swift runtime static (as installed)"
 echo "wggo-new: ${wggo_new:-absent, skipped}$([ -z "$wggo_new" ] || echo " ($("$wggo_new" --version | sed -n 's/^wireguard-go //p' | head -n 1))")"
 echo "wggo-deb: $wggo_deb (Debian $(dpkg-query -W -f '${Version}' wireguard-go))"
 echo "medians of $rounds rounds of $seconds s per run; kernel $(uname -r), $(nproc) cores; MTU 1420 in the tunnels"

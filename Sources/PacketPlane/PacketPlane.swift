@@ -125,7 +125,8 @@ public enum PacketPlane {
                                                           uapi: optionalDescriptor(.uapi))
             let name = load.tunnelName
             return try WireGuardRuntime(settings, carrierSockets: sockets, timers: WireGuardTimers.standard.scaled(by: plan.timerScale),
-                                        offloads: plan.offloads, log: { PlaneLog(name: name).write($0) })
+                                        offloads: plan.offloads, workers: WireGuardDevice.CryptoWorkers(rawValue: plan.workers) ?? .whenSaturated,
+                                        log: { PlaneLog(name: name).write($0) })
         }
     }
 

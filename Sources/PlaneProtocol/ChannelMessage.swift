@@ -214,12 +214,15 @@ public struct WireGuardPlan: Codable, Sendable, Equatable {
     /// no environment).
     public var offloads: Bool
     public var timerScale: Double
+    /// TUNNELGATE_WIREGUARD_WORKERS: when the device's crypto worker helps (`off`, `auto`, `always`).
+    public var workers: String
 
-    public init(listenPort: UInt16?, fwMark: UInt32?, peers: [Peer], offloads: Bool, timerScale: Double) {
+    public init(listenPort: UInt16?, fwMark: UInt32?, peers: [Peer], offloads: Bool, timerScale: Double, workers: String = "auto") {
         self.listenPort = listenPort
         self.fwMark = fwMark
         self.peers = peers
         self.offloads = offloads
         self.timerScale = timerScale
+        self.workers = workers
     }
 }

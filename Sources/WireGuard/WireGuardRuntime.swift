@@ -43,6 +43,15 @@ public final class WireGuardRuntime: HostedRuntime {
     /// What `offloadsVariable` says: true unless it is `off`.
     public static var offloadsFromEnvironment: Bool { ProcessControl.environmentValue(offloadsVariable) != "off" }
     private let offloads: Bool
+    /// `off`, `auto` (the default: while the device thread is saturated) or `always` (tests): when the
+    /// device's crypto worker seals and opens half of a batch (docs/wireguard.md).
+    public static let workersVariable = "TUNNELGATE_WIREGUARD_WORKERS"
+    /// What `workersVariable` says, nil when it says something else (an error for the caller to name).
+    public static var workersFromEnvironment: WireGuardDevice.CryptoWorkers? {
+        guard let value = ProcessControl.environmentValue(workersVariable), !value.isEmpty else { return .whenSaturated }
+        return WireGuardDevice.CryptoWorkers(rawValue: value)
+    }
+    private var workers: WireGuardDevice.CryptoWorkers = .whenSaturated
 
     let device: WireGuardDevice
     let settings: WireGuardSettings
@@ -75,7 +84,8 @@ public final class WireGuardRuntime: HostedRuntime {
     /// the configuration's ListenPort when it has one) and the keys. `timers` and `offloads` are given,
     /// not read from the environment (a packet plane has none).
     public convenience init(_ settings: WireGuardSettings, carrierSockets sockets: CarrierSockets, timers: WireGuardTimers,
-                            offloads: Bool, log: @escaping @Sendable (String) -> Void = { _ in }) throws(RuntimeError) {
+                            offloads: Bool, workers: WireGuardDevice.CryptoWorkers = .whenSaturated,
+                            log: @escaping @Sendable (String) -> Void = { _ in }) throws(RuntimeError) {
         if timers.scale != 1 { log("WireGuard timers scaled by \(timers.scale) (for tests only)") }
         let bind: UDPBind
         do throws(BindError) {
@@ -105,6 +115,7 @@ public final class WireGuardRuntime: HostedRuntime {
             throw error
         }
         self.init(settings, device: device, namedEndpoints: named, uapi: sockets.uapi, ownsSockets: false, offloads: offloads)
+        self.workers = workers
     }
 
     private init(_ settings: WireGuardSettings, device: WireGuardDevice, namedEndpoints: [(WireGuardKey, String, UInt16)],
@@ -186,7 +197,7 @@ public final class WireGuardRuntime: HostedRuntime {
             uapi = handedOverUAPI.map { .handedOver($0) }
             handedOverUAPI = nil  // the device's now, whether or not it starts
         }
-        try device.start(tun: io, fwmark: slotMark, uapi: uapi, udpSegmentation: offloads, receiveOffload: offloads)
+        try device.start(tun: io, fwmark: slotMark, uapi: uapi, udpSegmentation: offloads, receiveOffload: offloads, workers: workers)
         started = true
     }
 

@@ -123,8 +123,15 @@ enum PlaneHandoff {
                                       persistentKeepalive: p.persistentKeepalive)
         }
         let timers = WireGuardTimers.fromEnvironment()
+        guard let workers = WireGuardRuntime.workersFromEnvironment else {
+            closeAll()
+            FileSystem.remove(socketPath)
+            throw RuntimeError("\(WireGuardRuntime.workersVariable)=\(ProcessControl.environmentValue(WireGuardRuntime.workersVariable) ?? ""): "
+                               + "not off, auto or always")
+        }
         let plan = WireGuardPlan(listenPort: w.listenPort, fwMark: w.fwMark, peers: peers,
-                                 offloads: WireGuardRuntime.offloadsFromEnvironment, timerScale: timers.scale)
+                                 offloads: WireGuardRuntime.offloadsFromEnvironment, timerScale: timers.scale,
+                                 workers: workers.rawValue)
         return PlanePackage(load: PlaneLoad(runtime: .wireguard(plan), descriptors: roles, secrets: parts, tunnelName: name),
                             descriptors: descriptors, secrets: tail, startTimeout: 5, tunOffloads: plan.offloads,
                             carrierIdentity: CarrierIdentity.forRuntime(.wireguard(w)), carrierSockets: carrierSockets,

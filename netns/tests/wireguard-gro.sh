@@ -5,6 +5,7 @@
 # a benchmark reference, not a dependency; without it that part is reported as skipped and counts
 # nothing), and Tunnelgate itself.
 #
+# C's device runs with its crypto worker on every batch (TUNNELGATE_WIREGUARD_WORKERS=always).
 # Asserted per peer: every file arrives with its hash; what C receives from a peer that sends UDP GSO
 # runs arrives merged (mergedReceives) and goes to C's TUN as super-packets (superPacketsWritten); no
 # TUN write fails; and the sending side's TCP saw no reordering (TcpExtTCPSACKReorder, TCPTSReorder,
@@ -120,8 +121,14 @@ wggo_stop() {
   wait_for "wireguard-go's interface is gone" 5 bash -c "! ip -n $NS_L link show $WGL >/dev/null 2>&1"
 }
 
-tg_run in_c "$TG" up "$TG_TMP/$TGW.conf" --detach
-check_rc "tunnelgate up in C" 0
+# C's device seals and opens every batch on two threads (its crypto worker; the default only helps a
+# saturated device thread), so everything below crosses that path too.
+tg_run in_c env TUNNELGATE_WIREGUARD_WORKERS=sometimes "$TG" up "$TG_TMP/$TGW.conf" --detach
+check_rc_nonzero "TUNNELGATE_WIREGUARD_WORKERS=sometimes is refused"
+check_match "... naming the variable and what it takes" "TUNNELGATE_WIREGUARD_WORKERS=sometimes: not off, auto or always" "$TG_ERR"
+check_fails "... leaving no API socket" test -e "/var/run/wireguard/$TGW.sock"
+tg_run in_c env TUNNELGATE_WIREGUARD_WORKERS=always "$TG" up "$TG_TMP/$TGW.conf" --detach
+check_rc "tunnelgate up in C (crypto worker always)" 0
 check_eq "C's device writes its TUN through GRO" true "$(c_status .tunCoalescing)"
 check_eq "... and its carrier sockets take merged receives (UDP_GRO)" true "$(c_status .udpReceiveOffload)"
 
@@ -213,6 +220,7 @@ check "... C answered the flood with cookie replies ($cookies0 → $(c_status .c
   test "$(c_status .cookieRepliesSent)" -gt "$cookies0"
 tg_run in_l "$TG" down "$WGL"
 
+check "C's crypto worker took half of its batches ($(c_status .cryptoHandOffs) hand-offs)" test "$(c_status .cryptoHandOffs)" -gt 0
 check_eq "no TUN write in C failed" 0 "$(c_status .tunWriteErrors)"
 check_eq "no super-packet was refused by C's TUN" 0 "$(c_status .dropsOffloadMalformed)"
 tg_run in_c "$TG" down "$TGW"

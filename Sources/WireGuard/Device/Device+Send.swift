@@ -75,17 +75,34 @@ extension WireGuardDevice {
         }
         counters.superPacketsRead += 1
         let batch = endpoint.address.family == .ipv4 ? outbound4 : outbound6
+        // Sealed after the loop (and before any flush), on both threads when the device is saturated.
+        let split = splitsCrypto(plan.count)
         var staged = false
         for i in 0..<plan.count {
             if batch.isFull { flushOutbound() }
             let payload = batch.nextSlot.baseAddress! + MessageType.transportHeaderLength
             let segment = UnsafeRawBufferPointer(start: payload, count: plan.writeSegment(i, of: packet, to: payload))
-            if !sendData(peer, segment, now: now) {
+            if !sendData(peer, segment, now: now, sealLater: split) {
                 stage(peer, Array(segment))
                 staged = true
             }
         }
+        sealStaged()
         if staged { initiateHandshake(peer, now: now, retransmit: false) }
+    }
+
+    /// Seals the messages `sendData(sealLater:)` left in the outbound batches, split between the device
+    /// thread and its worker. A message that could not be sealed (its session wiped meanwhile) is zeroed,
+    /// so that what goes out is never plaintext: the peer drops it as malformed.
+    func sealStaged() {
+        guard sealJobs.count > 0 else { return }
+        cryptoWorker?.run(sealJobs, split: true) ?? sealJobs.run(0..<sealJobs.count, lane: 0)
+        for i in 0..<sealJobs.count where sealJobs.result(i) == nil {
+            let (start, length) = sealJobs.message(i)
+            start.initializeMemory(as: UInt8.self, repeating: 0, count: length)
+            counters.sendErrors += 1
+        }
+        sealJobs.removeAll()
     }
 
     func stage(_ peer: Peer, _ packet: [UInt8]) {
@@ -98,6 +115,8 @@ extension WireGuardDevice {
 
     /// Sends what the outbound batches hold, one sendmmsg per socket.
     func flushOutbound() {
+        // Nothing leaves unsealed.
+        sealStaged()
         guard !outbound4.isEmpty || !outbound6.isEmpty else { return }
         let segmenting = outbound4.segmentation && outbound6.segmentation
         if !outbound4.isEmpty { counters.sendErrors += UInt64(bind.send(outbound4, family: .ipv4)) }
@@ -110,9 +129,10 @@ extension WireGuardDevice {
 
     /// Seals `packet` (empty: a keepalive) in the current session into the
     /// outbound batch of its endpoint's family (sent by the next flush);
-    /// false when there is no session that may send.
+    /// false when there is no session that may send. With `sealLater`, the message is only staged and
+    /// its sealing queued (`sealStaged`, which every flush runs first).
     @discardableResult
-    func sendData(_ peer: Peer, _ packet: UnsafeRawBufferPointer, now: Double) -> Bool {
+    func sendData(_ peer: Peer, _ packet: UnsafeRawBufferPointer, now: Double, sealLater: Bool = false) -> Bool {
         guard let endpoint = peer.endpoint, let session = peer.current,
               now - session.created < timers.rejectAfterTime,
               session.sendCounter < WireGuardProtocol.rejectAfterMessages else { return false }
@@ -126,10 +146,19 @@ extension WireGuardDevice {
         peer.current!.sendCounter = counter + 1
         // Padding stops at the MTU: `into` is sized MTU + the 32 bytes of header and tag.
         let slot = batch.nextSlot
-        guard let length = Transport.encodeTransport(
-            keypair: session.keypair, counter: counter, packet: packet,
-            into: UnsafeMutableRawBufferPointer(rebasing: slot[0..<(max(mtu, packet.count) + Transport.overhead)]))
-        else { return false }
+        let out = UnsafeMutableRawBufferPointer(rebasing: slot[0..<(max(mtu, packet.count) + Transport.overhead)])
+        let length: Int
+        if sealLater, !sealJobs.isFull {
+            guard let padded = Transport.stageTransport(keypair: session.keypair, counter: counter, packet: packet, into: out)
+            else { return false }
+            sealJobs.append(out.baseAddress! + MessageType.transportHeaderLength, length: padded, counter: counter,
+                            cipher: session.keypair.cipher)
+            length = Transport.overhead + padded
+        } else {
+            guard let sealed = Transport.encodeTransport(keypair: session.keypair, counter: counter, packet: packet, into: out)
+            else { return false }
+            length = sealed
+        }
         batch.commit(length: length, to: endpoint)
         peer.txBytes += UInt64(length)
         if packet.isEmpty {

@@ -49,6 +49,17 @@ public final class WireGuardDevice: @unchecked Sendable {
         public var udpReceiveOffload = false
     }
 
+    /// When the device's crypto worker seals and opens half of a batch (`CryptoWorker`).
+    public enum CryptoWorkers: String, Sendable {
+        /// Never: one thread does everything.
+        case off
+        /// While the device thread is saturated (busy for 85 % or more of the last 100 ms), for batches
+        /// of at least `CryptoWorker.minimumJobs` messages.
+        case whenSaturated = "auto"
+        /// For every batch large enough (for tests: the path taken at once).
+        case always
+    }
+
     /// Where the device serves wg(8)'s userspace API.
     public enum UAPISocket {
         /// A socket the device makes at this path (its directory created owner-writable), and removes
@@ -129,6 +140,17 @@ public final class WireGuardDevice: @unchecked Sendable {
     var coalescesTunWrites = false
     /// Whether the carrier sockets merge runs of a peer's datagrams (UDP_GRO).
     var mergesReceives = false
+    /// The crypto worker and when it is used; the jobs of one batch to seal (a super-packet's segments)
+    /// and to open (a receive batch's transport messages), and what the open ones need afterwards.
+    var cryptoWorkers = CryptoWorkers.off
+    var cryptoWorker: CryptoWorker?
+    let sealJobs = CryptoJobs(.seal, capacity: 2 * DatagramBatch.capacity)
+    var openJobs = CryptoJobs(.open, capacity: 1)
+    var opened: [OpenedTransport] = []
+    /// Whether the device thread was saturated in the last window, and the window's idle time so far.
+    var saturated = false
+    var windowStart = 0.0
+    var idleInWindow = 0.0
 
     /// A device on `bind` (whose sockets it owns from now on) with the configuration's peers. Its
     /// `listenPort` and `fwmark` were the bind's to use; the fwmark is checked again at start.
@@ -182,7 +204,7 @@ public final class WireGuardDevice: @unchecked Sendable {
     /// `receiveOffload`, the sockets hand over runs of a peer's datagrams as one (UDP_GRO) and, on a TUN
     /// with offloads, a batch's in-order segments of a flow go to it as one super-packet.
     public func start(tun: any PacketIO, fwmark: UInt32?, uapi: UAPISocket?, udpSegmentation: Bool = true,
-                      receiveOffload: Bool = true) throws(RuntimeError) {
+                      receiveOffload: Bool = true, workers: CryptoWorkers = .whenSaturated) throws(RuntimeError) {
         self.tun = tun
         mtu = tun.mtu
         tunHeader = tun.carriesVirtioHeader
@@ -192,6 +214,9 @@ public final class WireGuardDevice: @unchecked Sendable {
         tunWrites = PacketBatch(references: writes, headroom: tun.headerSize)
         coalescer = PacketCoalescer(capacity: writes)
         coalescesTunWrites = receiveOffload && tunHeader
+        openJobs = CryptoJobs(.open, capacity: writes)
+        opened.reserveCapacity(writes)
+        cryptoWorkers = workers
         mergesReceives = receiveOffload && bind.enableReceiveOffload()
         // A slot holds the largest packet the TUN gives (the MTU) sealed: header, padding, tag.
         outbound4 = DatagramBatch(slotSize: mtu + Transport.overhead + 16, segmentation: udpSegmentation)
@@ -266,6 +291,11 @@ public final class WireGuardDevice: @unchecked Sendable {
                 throw RuntimeError("the WireGuard API thread: \(error)")
             }
         }
+        if workers != .off {
+            do throws(SystemCallError) { cryptoWorker = try CryptoWorker() } catch {
+                throw RuntimeError("the WireGuard crypto worker thread: \(error)")
+            }
+        }
         do throws(SystemCallError) {
             thread = try SystemThread.spawn { [self] in run() }
         } catch {
@@ -292,6 +322,8 @@ public final class WireGuardDevice: @unchecked Sendable {
             thread.join()
         }
         thread = nil
+        cryptoWorker?.stop()
+        cryptoWorker = nil
         // The handshake thread after the device thread (which may have been waking it), before the
         // sockets it sends cookie replies on are closed.
         gate?.stop()
@@ -346,6 +378,7 @@ public final class WireGuardDevice: @unchecked Sendable {
                 published.withLock { $0.failure = "\(error)" }
                 return
             }
+            if cryptoWorkers == .whenSaturated { account(idleFrom: now, to: ProcessControl.monotonicSeconds()) }
             // A TUN whose interface was deleted reports an error forever: the device ends (as
             // wireguard-go does when its interface goes), instead of spinning on it.
             if !poll.events(at: 0).intersection([.error, .hangUp, .invalid]).isEmpty {
@@ -382,6 +415,24 @@ public final class WireGuardDevice: @unchecked Sendable {
         }
     }
 
+    /// Adds a wait in poll(2) to the window; at the end of each 100 ms window, the device thread was
+    /// saturated when it waited for less than 15 % of it.
+    func account(idleFrom start: Double, to end: Double) {
+        idleInWindow += end - start
+        let elapsed = end - windowStart
+        if elapsed >= 0.1 {
+            saturated = idleInWindow < 0.15 * elapsed
+            windowStart = end
+            idleInWindow = 0
+        }
+    }
+
+    /// Whether `count` messages of one batch are sealed or opened on both threads.
+    func splitsCrypto(_ count: Int) -> Bool {
+        guard cryptoWorker != nil, count >= CryptoWorker.minimumJobs else { return false }
+        return cryptoWorkers == .always || saturated
+    }
+
     // MARK: Status
 
     func publish() {
@@ -392,6 +443,7 @@ public final class WireGuardDevice: @unchecked Sendable {
                        handshakeAttempts: peer.attempts)
         }
         var counters = self.counters
+        counters.cryptoHandOffs = cryptoWorker?.handOffs ?? 0
         if let gate {
             // What the handshake thread counted.
             counters.cookieRepliesSent = gate.cookieRepliesSent.load(ordering: .relaxed)

@@ -68,6 +68,8 @@ public struct DeviceCounters: Sendable, Equatable {
     /// Super-packets the TUN refused, written again packet by packet (a kernel without GSO_UDP_L4 on
     /// TUN writes: UDP is then no longer coalesced).
     public var refusedSuperPackets: UInt64 = 0
+    /// Batches whose sealing or opening was split between the device thread and its crypto worker.
+    public var cryptoHandOffs: UInt64 = 0
     /// TUN reads dropped for their virtio_net_hdr: a GSO type not asked for, or a header that does not fit.
     public var dropsOffloadUnsupported: UInt64 = 0, dropsOffloadMalformed: UInt64 = 0
 
@@ -88,7 +90,7 @@ public struct DeviceCounters: Sendable, Equatable {
             ("superPacketsRead", superPacketsRead), ("segmentedSends", segmentedSends), ("dropsOffloadUnsupported", dropsOffloadUnsupported),
             ("dropsOffloadMalformed", dropsOffloadMalformed), ("mergedReceives", mergedReceives),
             ("superPacketsWritten", superPacketsWritten), ("coalescedSegments", coalescedSegments),
-            ("refusedSuperPackets", refusedSuperPackets),
+            ("refusedSuperPackets", refusedSuperPackets), ("cryptoHandOffs", cryptoHandOffs),
         ]
         return fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",")
     }

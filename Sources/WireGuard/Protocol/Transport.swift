@@ -29,6 +29,17 @@ public enum Transport {
     /// below `rejectAfterMessages` (the device stops sending with a keypair long before that).
     public static func encodeTransport(keypair: Keypair, counter: UInt64, packet: UnsafeRawBufferPointer,
                                        into out: UnsafeMutableRawBufferPointer) -> Int? {
+        guard let padded = stageTransport(keypair: keypair, counter: counter, packet: packet, into: out),
+              let sealed = keypair.cipher.seal(counter: counter, out.baseAddress! + MessageType.transportHeaderLength, length: padded)
+        else { return nil }
+        return MessageType.transportHeaderLength + sealed
+    }
+
+    /// `encodeTransport` without the sealing: writes the header and the zero-padded packet into `out`
+    /// and returns the padded length; the caller seals `padded` bytes at `out + 16` under `counter`
+    /// (the message is then 16 + padded + 16 bytes) before anything sends it. Nil as for `encodeTransport`.
+    public static func stageTransport(keypair: Keypair, counter: UInt64, packet: UnsafeRawBufferPointer,
+                                      into out: UnsafeMutableRawBufferPointer) -> Int? {
         guard counter < WireGuardProtocol.rejectAfterMessages,
               let padded = paddedLength(packetLength: packet.count, capacity: out.count),
               let base = out.baseAddress
@@ -45,9 +56,7 @@ public enum Transport {
         base.storeBytes(of: 0, toByteOffset: 3, as: UInt8.self)
         base.storeLittleEndian(keypair.remoteIndex, at: 4)
         base.storeLittleEndian(counter, at: 8)
-
-        guard let sealed = keypair.cipher.seal(counter: counter, payload, length: padded) else { return nil }
-        return MessageType.transportHeaderLength + sealed
+        return padded
     }
 
     /// Authenticates and decrypts, in place, the transport message `datagram` received for
