@@ -123,6 +123,13 @@ int CTunnelgateShims_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid
     return 0;
 }
 
+int CTunnelgateShims_usable_processors(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+    int count = CPU_COUNT(&set);
+    return count > 0 ? count : 1;
+}
+
 int CTunnelgateShims_accept_cloexec(int fd) { return accept4(fd, NULL, NULL, SOCK_CLOEXEC); }
 
 int CTunnelgateShims_poll_nanoseconds(struct pollfd *fds, unsigned long count, long long timeout_ns) {

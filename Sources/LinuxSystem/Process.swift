@@ -44,6 +44,9 @@ public enum ProcessControl {
         _ = try syscall("unshare(CLONE_NEWNET)") { CTunnelgateShims_unshare_network() }
     }
 
+    /// The CPUs this thread may run on (sched_getaffinity), at least 1.
+    public static func usableProcessors() -> Int { Int(CTunnelgateShims_usable_processors()) }
+
     /// The monotonic clock in seconds.
     public static func monotonicSeconds() -> Double {
         var ts = timespec()

@@ -217,7 +217,7 @@ public final class WireGuardRuntime: HostedRuntime {
         }
         let interface = phase == .ready || phase == .reconnecting ? interfaceName : nil
         var json = "{\"state\":\"\(phase.rawValue)\",\"interface\":\(interface.map { JSONValue.quoted($0) } ?? "null"),"
-        json += "\"packetPath\":\"fd\",\"kind\":\"wireguard\",\"listenPort\":\(s.listenPort),\"tunOffloads\":\(s.tunOffloads),\"tunCoalescing\":\(s.tunCoalescing),\"udpReceiveOffload\":\(s.udpReceiveOffload),\"peers\":["
+        json += "\"packetPath\":\"fd\",\"kind\":\"wireguard\",\"listenPort\":\(s.listenPort),\"tunOffloads\":\(s.tunOffloads),\"tunCoalescing\":\(s.tunCoalescing),\"udpReceiveOffload\":\(s.udpReceiveOffload),\"cryptoWorker\":\(s.cryptoWorker),\"peers\":["
         json += s.peers.map { p in
             var o = "{\"publicKey\":\"\(p.publicKey.base64)\",\"endpoint\":\(p.endpoint.map { JSONValue.quoted($0.description) } ?? "null"),"
             o += "\"allowedIPs\":[\(p.allowedIPs.map { "\"\($0)\"" }.joined(separator: ","))],"

@@ -129,6 +129,7 @@ check_match "... naming the variable and what it takes" "TUNNELGATE_WIREGUARD_WO
 check_fails "... leaving no API socket" test -e "/var/run/wireguard/$TGW.sock"
 tg_run in_c env TUNNELGATE_WIREGUARD_WORKERS=always "$TG" up "$TG_TMP/$TGW.conf" --detach
 check_rc "tunnelgate up in C (crypto worker always)" 0
+check_eq "... and its device has a crypto worker" true "$(c_status .cryptoWorker)"
 check_eq "C's device writes its TUN through GRO" true "$(c_status .tunCoalescing)"
 check_eq "... and its carrier sockets take merged receives (UDP_GRO)" true "$(c_status .udpReceiveOffload)"
 

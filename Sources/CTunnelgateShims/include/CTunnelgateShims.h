@@ -54,6 +54,9 @@ int CTunnelgateShims_setns_network(int fd);
 /// SO_PEERCRED of a connected Unix socket (struct ucred needs _GNU_SOURCE).
 int CTunnelgateShims_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 
+/// How many CPUs the calling thread may run on (sched_getaffinity, CPU_COUNT); at least 1.
+int CTunnelgateShims_usable_processors(void);
+
 /// accept4(fd, NULL, NULL, SOCK_CLOEXEC).
 int CTunnelgateShims_accept_cloexec(int fd);
 

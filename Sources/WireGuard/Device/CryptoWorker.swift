@@ -93,6 +93,10 @@ final class CryptoWorker: @unchecked Sendable {
 
     /// Batches smaller than this are not worth a hand-off.
     static let minimumJobs = 8
+    /// `auto` makes a worker only on machines with this many CPUs or more. On 2 cores, with both
+    /// tunnel ends and iperf3 on the machine, a saturated device thread helped by a worker moved less:
+    /// TCP 3,196–3,935 Mbit/s with none, 2,140–2,407 with `auto` (docs/performance.md).
+    static let minimumProcessors = 4
 
     init() throws(SystemCallError) {
         thread = try SystemThread.spawn { [self] in loop() }

@@ -47,6 +47,8 @@ public final class WireGuardDevice: @unchecked Sendable {
         public var tunCoalescing = false
         /// The carrier sockets hand over runs of a peer's datagrams as one (UDP_GRO).
         public var udpReceiveOffload = false
+        /// A crypto worker thread exists (`CryptoWorkers`: always, or auto on a machine with enough CPUs).
+        public var cryptoWorker = false
     }
 
     /// When the device's crypto worker seals and opens half of a batch (`CryptoWorker`).
@@ -54,7 +56,9 @@ public final class WireGuardDevice: @unchecked Sendable {
         /// Never: one thread does everything.
         case off
         /// While the device thread is saturated (busy for 85 % or more of the last 100 ms), for batches
-        /// of at least `CryptoWorker.minimumJobs` messages.
+        /// of at least `CryptoWorker.minimumJobs` messages, on a machine with at least
+        /// `CryptoWorker.minimumProcessors` CPUs: with fewer, the second thread takes the core the
+        /// kernel and the traffic's own programs need (measured: docs/performance.md), so there is none.
         case whenSaturated = "auto"
         /// For every batch large enough (for tests: the path taken at once).
         case always
@@ -291,11 +295,13 @@ public final class WireGuardDevice: @unchecked Sendable {
                 throw RuntimeError("the WireGuard API thread: \(error)")
             }
         }
-        if workers != .off {
+        if workers == .always || (workers == .whenSaturated && ProcessControl.usableProcessors() >= CryptoWorker.minimumProcessors) {
             do throws(SystemCallError) { cryptoWorker = try CryptoWorker() } catch {
                 throw RuntimeError("the WireGuard crypto worker thread: \(error)")
             }
         }
+        let hasWorker = cryptoWorker != nil
+        published.withLock { $0.cryptoWorker = hasWorker }
         do throws(SystemCallError) {
             thread = try SystemThread.spawn { [self] in run() }
         } catch {
