@@ -478,13 +478,25 @@ final class DeviceLoopbackTests: XCTestCase {
             got += p.tunB.host.readPackets().map { Int($0.packet[52]) << 8 | Int($0.packet[53]) }
             return !got.isEmpty
         }, "the first packet crosses (the handshake)")
-        var sent = 1
+        // Every other burst is held on the network until A has sent all of it, so B finds a batch
+        // large enough to split (a B that keeps up would see one datagram at a time and never hand off).
+        p.network.startRecording()
+        var sent = 1, burst = 0
         while sent < 600 {
+            let held = burst % 2 == 0, before = p.network.recorded.count
+            if held { p.network.hold() }
+            var written = 0
             for _ in 0..<60 where sent < 600 {
                 XCTAssertTrue(p.tunA.host.write(packet(sent)))
                 sent += 1
+                written += 1
             }
             _ = eventually { p.tunA.host.waiting == 0 }
+            if held {
+                XCTAssertTrue(eventually { p.network.recorded.count >= before + written }, "A sent the held burst")
+                p.network.release()
+            }
+            burst += 1
             got += p.tunB.host.readPackets().map { Int($0.packet[52]) << 8 | Int($0.packet[53]) }
         }
         XCTAssertTrue(eventually {

@@ -23,6 +23,7 @@ public final class LoopbackNetwork: Sendable {
         var recording = false
         var recorded: [Datagram] = []
         var undeliverable = 0
+        var held = false
     }
     let state = Mutex(State())
     let capacity: Int
@@ -45,6 +46,20 @@ public final class LoopbackNetwork: Sendable {
     /// What was sent while recording, in order.
     public var recorded: [Datagram] { state.withLock { $0.recorded } }
 
+    /// Holds delivery: from now on datagrams queue up at their binds unseen (no readiness), until
+    /// `release`, when every bind with some waiting becomes ready at once. So a test can make a
+    /// receiver find a batch where it would otherwise keep up one datagram at a time.
+    public func hold() { state.withLock { $0.held = true } }
+
+    /// Ends `hold`: every bind with datagrams waiting becomes ready.
+    public func release() {
+        let queues = state.withLock { s in
+            s.held = false
+            return Array(s.queues.values)
+        }
+        for queue in queues { queue.signalIfWaiting() }
+    }
+
     /// Datagrams sent to an endpoint where no bind is.
     public var undeliverable: Int { state.withLock { $0.undeliverable } }
 
@@ -57,15 +72,16 @@ public final class LoopbackNetwork: Sendable {
 
     /// What a bind sends: recorded while recording.
     func deliver(_ bytes: [UInt8], from: Endpoint, to: Endpoint, record: Bool) -> Bool {
-        let queue: LoopbackBind.Queue? = state.withLock { s in
+        let target: (queue: LoopbackBind.Queue, held: Bool)? = state.withLock { s in
             if record && s.recording { s.recorded.append(Datagram(from: from, to: to, bytes: bytes)) }
             guard let queue = s.queues[to] else {
                 s.undeliverable += 1
                 return nil
             }
-            return queue
+            return (queue, s.held)
         }
-        return queue?.put(bytes, from: from) ?? false
+        guard let target else { return false }
+        return target.queue.put(bytes, from: from, signalling: !target.held)
     }
 }
 
@@ -208,7 +224,9 @@ public final class LoopbackBind: Bind {
 
     /// One family's received datagrams, and a pipe that holds one byte exactly while there are any.
     final class Queue: Sendable {
-        let state = Mutex<(datagrams: [(bytes: [UInt8], source: Endpoint)], head: Int)>(([], 0))
+        /// The datagrams, the first not taken, and whether the pipe holds its byte (one while any wait,
+        /// except those put while the network was held).
+        let state = Mutex<(datagrams: [(bytes: [UInt8], source: Endpoint)], head: Int, signalled: Bool)>(([], 0, false))
         let capacity: Int
         let drops = Atomic<Int>(0)
         let readable: FileDescriptor
@@ -224,20 +242,30 @@ public final class LoopbackBind: Bind {
             signal.close()
         }
 
-        func put(_ bytes: [UInt8], from source: Endpoint) -> Bool {
+        func put(_ bytes: [UInt8], from source: Endpoint, signalling: Bool = true) -> Bool {
             state.withLock { s in
                 let waiting = s.datagrams.count - s.head
                 guard waiting < capacity else {
                     drops.add(1, ordering: .relaxed)
                     return false
                 }
-                if waiting == 0 {
-                    var one: UInt8 = 1
-                    _ = withUnsafeBytes(of: &one) { try? signal.write($0) }
-                }
                 s.datagrams.append((bytes, source))
+                if signalling && !s.signalled { Self.raise(&s.signalled, on: signal) }
                 return true
             }
+        }
+
+        /// Makes the bind ready when datagrams wait that it has not been told of.
+        func signalIfWaiting() {
+            state.withLock { s in
+                if s.head < s.datagrams.count && !s.signalled { Self.raise(&s.signalled, on: signal) }
+            }
+        }
+
+        private static func raise(_ signalled: inout Bool, on signal: FileDescriptor) {
+            var one: UInt8 = 1
+            _ = withUnsafeBytes(of: &one) { try? signal.write($0) }
+            signalled = true
         }
 
         func take(upTo limit: Int, _ body: ([UInt8], Endpoint) -> Void) {
@@ -253,8 +281,11 @@ public final class LoopbackBind: Bind {
                 if s.head == s.datagrams.count {
                     s.datagrams.removeAll(keepingCapacity: true)
                     s.head = 0
-                    var byte: UInt8 = 0
-                    _ = withUnsafeMutableBytes(of: &byte) { try? readable.read(into: $0) }
+                    if s.signalled {
+                        var byte: UInt8 = 0
+                        _ = withUnsafeMutableBytes(of: &byte) { try? readable.read(into: $0) }
+                        s.signalled = false
+                    }
                 }
             }
         }
