@@ -41,6 +41,8 @@ let package = Package(
                        providers: [.apt(["libssl-dev"])]),
         // The TLS client over a non-blocking socket (server name, verification against the trust store).
         .target(name: "CTunnelgateTLS", dependencies: ["COpenSSL"]),
+        // The Internet checksum's loop (and a copy fused with it), where the carry flag can be used.
+        .target(name: "CInternetChecksum"),
         // The public C header of the runtime ABI (tunnelgate_runtime.h).
         .target(name: "CTunnelgateRuntime"),
         // WireGuard's transport AEAD through OpenSSL's libcrypto (libssl-dev): its ChaCha20-Poly1305 is
@@ -60,7 +62,7 @@ let package = Package(
         // nftables over libnftnl: one inet table per tunnel, one atomic batch per change.
         .target(name: "Nftables", dependencies: ["CNftnl", "CMnl", "Netlink", "LinuxSystem", "TunnelgateSettings"]),
         // The TUN device, its virtio_net_hdr, and the writer of complete IP packets to it.
-        .target(name: "TUN", dependencies: ["LinuxSystem"]),
+        .target(name: "TUN", dependencies: ["CInternetChecksum", "LinuxSystem"]),
         // What packet runtimes depend on: the runtime protocol, its context, state, errors and counters.
         .target(name: "RuntimeABI", dependencies: ["TUN", "LinuxSystem", "TunnelgateSettings"]),
         // The engine: plan -> journal -> apply -> verify -> repair -> teardown of kernel state (netlink,

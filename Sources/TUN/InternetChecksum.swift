@@ -1,3 +1,5 @@
+import CInternetChecksum
+
 /// The Internet checksum (RFC 1071): the one's-complement sum of 16-bit words, complemented.
 ///
 /// Sums are kept unfolded in 64 bits with the end-around carry, over words loaded in the
@@ -8,42 +10,19 @@
 public enum InternetChecksum {
     /// `sum` plus the bytes, as 16-bit words from the first byte on (an odd last byte is the high
     /// half of a word padded with zero). Chain calls only on pieces that start at an even offset.
+    /// The loop is C's (CInternetChecksum): there the carry chain stays in the carry flag.
     @inline(__always)
     public static func add(_ bytes: UnsafeRawBufferPointer, to sum: UInt64 = 0) -> UInt64 {
         guard let base = bytes.baseAddress else { return sum }
-        let count = bytes.count
-        var sum = sum
-        var i = 0
-        while i + 32 <= count {
-            let a = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-            let b = base.loadUnaligned(fromByteOffset: i + 8, as: UInt64.self)
-            let c = base.loadUnaligned(fromByteOffset: i + 16, as: UInt64.self)
-            let d = base.loadUnaligned(fromByteOffset: i + 24, as: UInt64.self)
-            sum = addCarrying(addCarrying(sum, a), b)
-            sum = addCarrying(addCarrying(sum, c), d)
-            i += 32
-        }
-        while i + 8 <= count {
-            sum = addCarrying(sum, base.loadUnaligned(fromByteOffset: i, as: UInt64.self))
-            i += 8
-        }
-        if i + 4 <= count {
-            sum = addCarrying(sum, UInt64(base.loadUnaligned(fromByteOffset: i, as: UInt32.self)))
-            i += 4
-        }
-        if i + 2 <= count {
-            sum = addCarrying(sum, UInt64(base.loadUnaligned(fromByteOffset: i, as: UInt16.self)))
-            i += 2
-        }
-        if i < count {
-            let last = UInt64(base.load(fromByteOffset: i, as: UInt8.self))
-            #if _endian(little)
-            sum = addCarrying(sum, last)
-            #else
-            sum = addCarrying(sum, last << 8)
-            #endif
-        }
-        return sum
+        return tg_checksum_add(base, bytes.count, sum)
+    }
+
+    /// Copies `bytes` to `out` (`bytes.count` bytes there, not overlapping) and returns `sum` plus
+    /// them, as `add` would: the copy and the sum in one pass.
+    @inline(__always)
+    public static func copy(_ bytes: UnsafeRawBufferPointer, to out: UnsafeMutableRawPointer, adding sum: UInt64 = 0) -> UInt64 {
+        guard let base = bytes.baseAddress else { return sum }
+        return tg_checksum_copy(out, base, bytes.count, sum)
     }
 
     /// `a + b` with the carry out of bit 63 added back in (one's-complement addition).

@@ -103,7 +103,10 @@ public struct TCPSegmentation: Equatable, Sendable {
         let payload = min(segmentSize, payloadLength - offset)
         let length = headerLength + payload
         out.copyMemory(from: base, byteCount: headerLength)
-        (out + headerLength).copyMemory(from: base + headerLength + offset, byteCount: payload)
+        // The payload copied and summed in one pass; the headers are summed once they are final.
+        // headerLength - tcpOffset is TCP's data offset, a multiple of 4, so the chained sum starts even.
+        let payloadSum = InternetChecksum.copy(UnsafeRawBufferPointer(start: base + headerLength + offset, count: payload),
+                                               to: out + headerLength)
 
         if isIPv6 {
             out.storeBytes(of: UInt16(truncatingIfNeeded: length - 40).bigEndian, toByteOffset: 4, as: UInt16.self)
@@ -128,7 +131,8 @@ public struct TCPSegmentation: Equatable, Sendable {
         let tcpLength = length - tcpOffset
         var sum = InternetChecksum.addCarrying(addressSum, UInt64(UInt16(Self.tcp).bigEndian))
         sum = InternetChecksum.addCarrying(sum, UInt64(UInt32(truncatingIfNeeded: tcpLength).bigEndian))
-        sum = InternetChecksum.add(UnsafeRawBufferPointer(start: tcp, count: tcpLength), to: sum)
+        sum = InternetChecksum.add(UnsafeRawBufferPointer(start: tcp, count: headerLength - tcpOffset), to: sum)
+        sum = InternetChecksum.addCarrying(sum, payloadSum)
         tcp.storeBytes(of: InternetChecksum.checksum(sum), toByteOffset: 16, as: UInt16.self)
         return length
     }

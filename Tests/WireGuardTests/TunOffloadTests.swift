@@ -273,4 +273,29 @@ final class TunOffloadTests: XCTestCase {
         let ones = [UInt8](repeating: 0xFF, count: 4096)
         XCTAssertEqual(ones.withUnsafeBytes { InternetChecksum.fold(InternetChecksum.add($0)) }, 0xFFFF)
     }
+
+    func testChecksumCopyCopiesExactlyAndSumsAsAddDoes() {
+        var random = SeededGenerator(state: 793)
+        let bytes = (0..<300).map { _ in UInt8.random(in: 0...255, using: &random) }
+        for start in 0..<8 {
+            for length in 0..<(300 - start) {
+                // A guard byte on each side: the copy writes exactly `length` bytes.
+                var out = [UInt8](repeating: 0xA5, count: length + 2)
+                let seed: UInt64 = UInt64(length) &* 0x9E37_79B9_7F4A_7C15
+                let (copied, added) = bytes.withUnsafeBytes { source -> (UInt64, UInt64) in
+                    let piece = UnsafeRawBufferPointer(rebasing: source[start..<start + length])
+                    let copied = out.withUnsafeMutableBytes { InternetChecksum.copy(piece, to: $0.baseAddress! + 1, adding: seed) }
+                    return (copied, InternetChecksum.add(piece, to: seed))
+                }
+                XCTAssertEqual(InternetChecksum.fold(copied), InternetChecksum.fold(added), "start \(start), length \(length)")
+                XCTAssertEqual(Array(out[1..<length + 1]), Array(bytes[start..<start + length]), "start \(start), length \(length)")
+                XCTAssertEqual(out.first, 0xA5)
+                XCTAssertEqual(out.last, 0xA5)
+            }
+        }
+        let ones = [UInt8](repeating: 0xFF, count: 4096)
+        var sink = [UInt8](repeating: 0, count: 4096)
+        let sum = ones.withUnsafeBytes { source in sink.withUnsafeMutableBytes { InternetChecksum.copy(source, to: $0.baseAddress!, adding: ~0) } }
+        XCTAssertEqual(InternetChecksum.fold(sum), 0xFFFF)
+    }
 }
