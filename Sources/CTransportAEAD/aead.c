@@ -2,7 +2,9 @@
 
 #include <limits.h>
 #include <string.h>
+#include <openssl/core_names.h>
 #include <openssl/evp.h>
+#include <openssl/params.h>
 
 enum { key_length = 32, tag_length = 16, nonce_length = 12 };
 
@@ -36,7 +38,11 @@ size_t tg_transport_aead_seal(tg_transport_aead *aead, uint64_t counter, uint8_t
     if (length > 0 && EVP_CipherUpdate(context, buffer, &written, buffer, (int)length) != 1) return 0;
     if (EVP_CipherFinal_ex(context, buffer + written, &final) != 1) return 0;
     if ((size_t)(written + final) != length) return 0;
-    if (EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_GET_TAG, tag_length, buffer + length) != 1) return 0;
+    // The tag through the parameter itself: EVP_CIPHER_CTX_ctrl would build this array on every call.
+    OSSL_PARAM tag[2] = {
+        OSSL_PARAM_construct_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, buffer + length, tag_length), OSSL_PARAM_construct_end()
+    };
+    if (EVP_CIPHER_CTX_get_params(context, tag) != 1) return 0;
     return length + tag_length;
 }
 
@@ -48,7 +54,10 @@ long tg_transport_aead_open(tg_transport_aead *aead, uint64_t counter, uint8_t *
     size_t ciphertext = length - tag_length;
     nonce_of(counter, nonce);
     if (EVP_CipherInit_ex(context, NULL, NULL, NULL, nonce, 0) != 1) return -1;
-    if (EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_SET_TAG, tag_length, buffer + ciphertext) != 1) return -1;
+    OSSL_PARAM tag[2] = {
+        OSSL_PARAM_construct_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, buffer + ciphertext, tag_length), OSSL_PARAM_construct_end()
+    };
+    if (EVP_CIPHER_CTX_set_params(context, tag) != 1) return -1;
     if (ciphertext > 0 && EVP_CipherUpdate(context, buffer, &written, buffer, (int)ciphertext) != 1) return -1;
     // The tag is checked here; a message that does not authenticate fails.
     if (EVP_CipherFinal_ex(context, buffer + written, &final) != 1) return -1;
