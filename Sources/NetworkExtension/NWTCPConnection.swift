@@ -4,8 +4,9 @@ import LinuxSystem
 import Synchronization
 
 /// NWTCPConnection: a provider's own TCP connection (`createTCPConnection(to:enableTLS:tlsParameters:delegate:)`),
-/// outside the tunnel to the tunnel's carrier endpoints: its socket is the packet plane's, so it carries
-/// the tunnel's carrier identity (docs/networkextension.md, The provider's own connections).
+/// outside the tunnel to any address, as on iOS: its socket is the packet plane's, so it carries the
+/// tunnel's carrier identity, which a provider's tunnel exempts everywhere (docs/networkextension.md,
+/// The provider's own connections).
 ///
 /// The connection starts when it is made: the host name is resolved by the carrier resolver
 /// (CarrierResolver), each address is tried in turn (routed ones first; 3 s each, the last 10 s), then

@@ -2,8 +2,9 @@ import Foundation
 import LinuxSystem
 import Synchronization
 
-/// NWUDPSession: a provider's own UDP flow (`createUDPSession(to:from:)`), outside the tunnel to the
-/// tunnel's carrier endpoints (the plane's socket: the tunnel's carrier identity). The host name is resolved by the carrier
+/// NWUDPSession: a provider's own UDP flow (`createUDPSession(to:from:)`), outside the tunnel to any
+/// address, as on iOS (the plane's socket: the tunnel's carrier identity, exempt everywhere for a
+/// provider's tunnel). The host name is resolved by the carrier
 /// resolver, the socket bound to the local endpoint when one is given and connected to the first
 /// address: `state` goes preparing → ready, or → failed. Datagrams written before ready wait for it.
 /// The read handler gets the datagrams that arrived together, at most `maxDatagrams` a call, on the
