@@ -7,11 +7,11 @@ import NetworkExtension
 //
 // TG_CONN_TLS: "HOST:PORT" ("[IPV6]:PORT") servers to reach with TLS, comma-separated; each gets "hello tunnelgate\n"
 // and its first line back is logged (the test's server answers it reversed). TG_CONN_UDP: "HOST:PORT"
-// of a UDP echo server, sent three datagrams at once. TG_CONN_SERVER: tunnelRemoteAddress.
+// UDP echo servers, comma-separated, each sent three datagrams at once. TG_CONN_SERVER: tunnelRemoteAddress.
 final class ConnectionsTunnelProvider: NEPacketTunnelProvider {
     private var connections: [NWTCPConnection] = []
-    private var session: NWUDPSession?
-    private var observation: NSKeyValueObservation?
+    private var sessions: [NWUDPSession] = []
+    private var observations: [NSKeyValueObservation] = []
     private let lock = NSLock()
     private var stateContext = 0
     private var viableContext = 0
@@ -56,22 +56,22 @@ final class ConnectionsTunnelProvider: NEPacketTunnelProvider {
                 c.addObserver(self, forKeyPath: "isViable", options: [.new], context: &viableContext)
                 c.addObserver(self, forKeyPath: "state", options: [.initial, .new, .old], context: &stateContext)
             }
-            if let target = env["TG_CONN_UDP"] {
+            for target in (env["TG_CONN_UDP"] ?? "").split(separator: ",").map(String.init) {
                 let s = createUDPSession(to: endpoint(target), from: nil)
-                session = s
-                observation = s.observe(\.state, options: [.initial, .new]) { [weak self] s, change in
+                sessions.append(s)
+                observations.append(s.observe(\.state, options: [.initial, .new]) { [weak self] s, change in
                     guard let self, let state = change.newValue else { return }
                     self.log("udp \(s.endpoint) state \(state.rawValue)")
                     if state == .ready {
                         s.setReadHandler({ datagrams, error in
-                            for d in datagrams ?? [] { self.log("udp echo \(String(decoding: d, as: UTF8.self))") }
-                            if let error { self.log("udp read error \(error.localizedDescription)") }
+                            for d in datagrams ?? [] { self.log("udp \(s.endpoint) echo \(String(decoding: d, as: UTF8.self))") }
+                            if let error { self.log("udp \(s.endpoint) read error \(error.localizedDescription)") }
                         }, maxDatagrams: 16)
                         s.writeMultipleDatagrams([Data("one".utf8), Data("two".utf8), Data("three".utf8)]) { error in
-                            self.log("udp written \(error.map { $0.localizedDescription } ?? "ok")")
+                            self.log("udp \(s.endpoint) written \(error.map { $0.localizedDescription } ?? "ok")")
                         }
                     }
-                }
+                })
             }
             completionHandler(nil)
         }
@@ -113,8 +113,8 @@ final class ConnectionsTunnelProvider: NEPacketTunnelProvider {
     override func stopTunnel(with reason: NEProviderStopReason, completionHandler: @escaping () -> Void) {
         lock.lock(); let all = connections; lock.unlock()
         for c in all { c.cancel() }
-        session?.cancel()
-        observation?.invalidate()
+        for s in sessions { s.cancel() }
+        for o in observations { o.invalidate() }
         completionHandler()
     }
 }

@@ -143,6 +143,7 @@ public enum Firewall {
     /// a mark or a socket's owner exists only for locally sent packets) and the carrier's address,
     /// protocol and port. Inbound, what comes from a carrier's address, protocol and port.
     /// `onlyCaptured`: only the carriers the tunnel's routes would take (`capturedCarriers`).
+    /// `.userAnywhere` outbound is one match, the socket's owner, for every destination.
     static func carrierRules(_ plan: TunnelPlan, direction: Direction, onlyCaptured: Bool = false) -> [[NftMatch]] {
         guard plan.isolatedIn == nil else { return [] }
         var identity: [NftMatch] = []
@@ -151,6 +152,10 @@ public enum Firewall {
             case .slotMark: identity = [.mark(plan.slot.fwmark)]
             case .mark(let m): identity = [.mark(m)]
             case .user(let u): identity = [.socketUser(u)]
+            case .userAnywhere(let u):
+                // A provider's plane: everything it sends, to any address (replies come back as
+                // established connections; the inbound carrier rules stay for the carriers).
+                if direction == .outbound { return [[.socketUser(u)]] }
             case .unidentified: identity = []
             case .planeUser: return []  // no uid yet: nothing is exempt
             }
@@ -182,7 +187,8 @@ extension TunnelPlan {
     /// The matches of the carrier identity's packets, whose connections remember the slot's mark for the
     /// replies (Firewall's carrier-save chain): for a tunnel that routes something, with an identity,
     /// outside isolate mode, to the carriers its routes would take (a reply from one it leaves outside
-    /// passes a strict reverse-path check as it is).
+    /// passes a strict reverse-path check as it is). A provider's plane (`.userAnywhere`): all its packets,
+    /// since its routes leave the tunnel for every destination.
     var carrierMarkRules: [[NftMatch]] {
         guard isolatedIn == nil, !carrierIdentity.isUnidentified, routing.families.contains(where: \.isActive) else { return [] }
         return Firewall.carrierRules(self, direction: .outbound, onlyCaptured: true)

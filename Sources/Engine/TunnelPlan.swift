@@ -106,7 +106,8 @@ public struct TunnelPlan: Sendable {
     /// at the slot's lookup priority). A carrier identity other than the slot's mark is exempt before
     /// that by rules that jump past it (`goto`, to a `nop` right after the lookup, so the host's own
     /// later rules still apply): a packet plane's user only to its carriers' addresses, protocols and
-    /// ports; another mark wherever it goes, as the slot's own. Isolate mode has no carriers here.
+    /// ports (a provider's plane, `.userAnywhere`: to every destination); another mark wherever it goes,
+    /// as the slot's own. Isolate mode has no carriers here.
     public var rules: [RuleSpec] {
         var rules: [RuleSpec] = []
         let resume = slot.lookupPriority + 1
@@ -129,6 +130,11 @@ public struct TunnelPlan: Sendable {
                                                        uidRange: uid...uid))
                         }
                     }
+                case .userAnywhere(let uid):
+                    // A provider's plane: out past the tunnel to any destination, as on iOS. The lookup
+                    // then goes on with the namespace's own rules (main), as if there were no tunnel.
+                    exemptions.append(RuleSpec(family: family.family, priority: slot.exemptionPriority, table: 0,
+                                               action: .goto(resume), uidRange: uid...uid))
                 default:
                     break
                 }
@@ -146,6 +152,12 @@ public struct TunnelPlan: Sendable {
     /// The carrier exemption in words, for `plan` and `status`.
     public var carrierExemption: String {
         if isolatedIn != nil { return "none here (isolate mode: the carriers are reached from the caller's namespace)" }
+        if case .userAnywhere = carrierIdentity {
+            // A provider's own connections bypass its tunnel to every destination, carriers or not.
+            guard routing.families.contains(where: \.isActive) || hasKillSwitch else { return "none needed: the tunnel routes nothing" }
+            return "\(carrierIdentity.summary) to any address, outside the tunnel (a provider's own connections, as on iOS); "
+                + "everyone else's packets go into the tunnel"
+        }
         if carriers.isEmpty { return "no carrier endpoints" }
         let list = carriers.map(\.description).joined(separator: ", ")
         switch carrierIdentity {

@@ -11,9 +11,10 @@ import Synchronization
 /// (`snapshot()`); later the tunnel's dnsSettings may rewrite that file, and are not used. A name is
 /// looked up in `/etc/hosts` first (read at each lookup), then with A and AAAA queries over UDP, sent
 /// by the plane itself to each kept server in turn (2 s each, at most three servers). The queries are
-/// the plane's sockets, so they carry its carrier identity: under includeAllNetworks they leave outside
-/// the tunnel only when the server is a carrier endpoint (the host's `--carrier ADDRESS:53/udp`);
-/// otherwise they follow the tunnel's routes as the plane's other packets do. A name is queried as
+/// the plane's sockets, so they carry its carrier identity, which a provider's tunnel exempts to every
+/// destination (CarrierIdentity.userAnywhere): they leave outside the tunnel, by the routes the namespace
+/// would take without it, and the kill switch (includeAllNetworks) lets them out, as the provider's
+/// connections do; nobody else's DNS packets get past the tunnel that way. A name is queried as
 /// given (no search domains). A resolver in the plane's own reach is needed because glibc's
 /// getaddrinfo would read the file as it is at the time of the lookup.
 enum CarrierResolver {

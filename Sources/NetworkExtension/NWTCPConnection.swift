@@ -4,8 +4,9 @@ import LinuxSystem
 import Synchronization
 
 /// NWTCPConnection: a provider's own TCP connection (`createTCPConnection(to:enableTLS:tlsParameters:delegate:)`),
-/// outside the tunnel to the tunnel's carrier endpoints: its socket is the packet plane's, so it carries
-/// the tunnel's carrier identity (docs/networkextension.md, The provider's own connections).
+/// outside the tunnel to any address, as on iOS: its socket is the packet plane's, so it carries the
+/// tunnel's carrier identity, which a provider's tunnel exempts everywhere (docs/networkextension.md,
+/// The provider's own connections).
 ///
 /// The connection starts when it is made: the host name is resolved by the carrier resolver
 /// (CarrierResolver), each address is tried in turn (routed ones first; 3 s each, the last 10 s), then
@@ -26,9 +27,12 @@ open class NWTCPConnection: NSObject, TunnelgateObservable, @unchecked Sendable 
         var error: (any Error)?
         var remote: NWEndpoint?
         var local: NWEndpoint?
+        var keyValues: ConnectionKeyValues {
+            ConnectionKeyValues(state: state.rawValue, isViable: isViable, hasBetterPath: hasBetterPath)
+        }
     }
     let properties = Mutex(Properties())
-    let keyValueObservers = KeyValueObservers(keyPaths: ["state", "isViable", "hasBetterPath"])
+    let keyValueObservers = KeyValueObservers(keyPaths: ConnectionKeyValues.keys)
     let callbacks = makeCallbackQueue("tunnelgate.tcp-connection")
     private let io: TCPConnectionIO
 
@@ -108,27 +112,13 @@ open class NWTCPConnection: NSObject, TunnelgateObservable, @unchecked Sendable 
     /// Swift's block-based observation: `\.state`, `\.isViable` or `\.hasBetterPath`.
     public func observe<Value>(_ keyPath: KeyPath<NWTCPConnection, Value>, options: NSKeyValueObservingOptions = [],
                                changeHandler: @escaping (NWTCPConnection, NSKeyValueObservedChange<Value>) -> Void) -> NSKeyValueObservation {
-        let key: String
-        switch keyPath {
-        case \NWTCPConnection.state: key = "state"
-        case \NWTCPConnection.isViable: key = "isViable"
-        case \NWTCPConnection.hasBetterPath: key = "hasBetterPath"
-        default: key = "\(keyPath)"  // not observable: registered, never notified (KeyValueObservers.add)
-        }
-        return observe(key: key, options: options, read: { boxed in
-            guard let n = boxed as? NSNumber else { return nil }
-            return (key == "state" ? NWTCPConnectionState(rawValue: n.intValue) as Any : n.boolValue as Any) as? Value
-        }, changeHandler: changeHandler)
+        let key = ConnectionKeyValues.key(keyPath, state: \NWTCPConnection.state, isViable: \NWTCPConnection.isViable,
+                                          hasBetterPath: \NWTCPConnection.hasBetterPath)
+        return observe(key: key, options: options, read: ConnectionKeyValues.reader(key: key) { NWTCPConnectionState(rawValue: $0) },
+                       changeHandler: changeHandler)
     }
 
-    func observableValue(forKey key: String) -> Any {
-        let p = properties.withLock { $0 }
-        switch key {
-        case "state": return NSNumber(value: p.state.rawValue)
-        case "isViable": return NSNumber(value: p.isViable)
-        default: return NSNumber(value: p.hasBetterPath)
-        }
-    }
+    func observableValue(forKey key: String) -> Any { properties.withLock { $0.keyValues }.boxed(forKey: key) }
 
     /// Called by the connection's thread: changes the properties and, on the callback queue, tells the
     /// observers of each one that changed (state last, so an observer of state sees the rest already set).
@@ -139,15 +129,7 @@ open class NWTCPConnection: NSObject, TunnelgateObservable, @unchecked Sendable 
                 change(&p)
                 return (before, p)
             }
-            if old.isViable != new.isViable {
-                keyValueObservers.change("isViable", of: self, old: NSNumber(value: old.isViable), new: NSNumber(value: new.isViable))
-            }
-            if old.hasBetterPath != new.hasBetterPath {
-                keyValueObservers.change("hasBetterPath", of: self, old: NSNumber(value: old.hasBetterPath), new: NSNumber(value: new.hasBetterPath))
-            }
-            if old.state != new.state {
-                keyValueObservers.change("state", of: self, old: NSNumber(value: old.state.rawValue), new: NSNumber(value: new.state.rawValue))
-            }
+            ConnectionKeyValues.notify(keyValueObservers, of: self, old: old.keyValues, new: new.keyValues)
         }
     }
 }

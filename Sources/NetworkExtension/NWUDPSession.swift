@@ -2,8 +2,9 @@ import Foundation
 import LinuxSystem
 import Synchronization
 
-/// NWUDPSession: a provider's own UDP flow (`createUDPSession(to:from:)`), outside the tunnel to the
-/// tunnel's carrier endpoints (the plane's socket: the tunnel's carrier identity). The host name is resolved by the carrier
+/// NWUDPSession: a provider's own UDP flow (`createUDPSession(to:from:)`), outside the tunnel to any
+/// address, as on iOS (the plane's socket: the tunnel's carrier identity, exempt everywhere for a
+/// provider's tunnel). The host name is resolved by the carrier
 /// resolver, the socket bound to the local endpoint when one is given and connected to the first
 /// address: `state` goes preparing → ready, or → failed. Datagrams written before ready wait for it.
 /// The read handler gets the datagrams that arrived together, at most `maxDatagrams` a call, on the
@@ -18,9 +19,12 @@ open class NWUDPSession: NSObject, TunnelgateObservable, @unchecked Sendable {
         var hasBetterPath = false
         var resolved: NWEndpoint?
         var error: NSError?
+        var keyValues: ConnectionKeyValues {
+            ConnectionKeyValues(state: state.rawValue, isViable: isViable, hasBetterPath: hasBetterPath)
+        }
     }
     let properties = Mutex(Properties())
-    let keyValueObservers = KeyValueObservers(keyPaths: ["state", "isViable", "hasBetterPath"])
+    let keyValueObservers = KeyValueObservers(keyPaths: ConnectionKeyValues.keys)
     let callbacks = makeCallbackQueue("tunnelgate.udp-session")
 
     private struct Pending {
@@ -127,27 +131,13 @@ open class NWUDPSession: NSObject, TunnelgateObservable, @unchecked Sendable {
 
     public func observe<Value>(_ keyPath: KeyPath<NWUDPSession, Value>, options: NSKeyValueObservingOptions = [],
                                changeHandler: @escaping (NWUDPSession, NSKeyValueObservedChange<Value>) -> Void) -> NSKeyValueObservation {
-        let key: String
-        switch keyPath {
-        case \NWUDPSession.state: key = "state"
-        case \NWUDPSession.isViable: key = "isViable"
-        case \NWUDPSession.hasBetterPath: key = "hasBetterPath"
-        default: key = "\(keyPath)"  // not observable: registered, never notified (KeyValueObservers.add)
-        }
-        return observe(key: key, options: options, read: { boxed in
-            guard let n = boxed as? NSNumber else { return nil }
-            return (key == "state" ? NWUDPSessionState(rawValue: n.intValue) as Any : n.boolValue as Any) as? Value
-        }, changeHandler: changeHandler)
+        let key = ConnectionKeyValues.key(keyPath, state: \NWUDPSession.state, isViable: \NWUDPSession.isViable,
+                                          hasBetterPath: \NWUDPSession.hasBetterPath)
+        return observe(key: key, options: options, read: ConnectionKeyValues.reader(key: key) { NWUDPSessionState(rawValue: $0) },
+                       changeHandler: changeHandler)
     }
 
-    func observableValue(forKey key: String) -> Any {
-        let p = properties.withLock { $0 }
-        switch key {
-        case "state": return NSNumber(value: p.state.rawValue)
-        case "isViable": return NSNumber(value: p.isViable)
-        default: return NSNumber(value: p.hasBetterPath)
-        }
-    }
+    func observableValue(forKey key: String) -> Any { properties.withLock { $0.keyValues }.boxed(forKey: key) }
 
     private func update(_ change: @escaping @Sendable (inout Properties) -> Void) {
         callbacks.async { [self] in
@@ -156,12 +146,7 @@ open class NWUDPSession: NSObject, TunnelgateObservable, @unchecked Sendable {
                 change(&p)
                 return (before, p)
             }
-            if old.isViable != new.isViable {
-                keyValueObservers.change("isViable", of: self, old: NSNumber(value: old.isViable), new: NSNumber(value: new.isViable))
-            }
-            if old.state != new.state {
-                keyValueObservers.change("state", of: self, old: NSNumber(value: old.state.rawValue), new: NSNumber(value: new.state.rawValue))
-            }
+            ConnectionKeyValues.notify(keyValueObservers, of: self, old: old.keyValues, new: new.keyValues)
         }
     }
 

@@ -224,7 +224,7 @@ public final class Monitor {
             let carrier = plan.carriers.first { $0.address == address }
             let answer: Result<RouteLookup, NetlinkError>
             do {
-                if case .user(let uid) = plan.carrierIdentity {
+                if let uid = plan.carrierIdentity.uid {
                     answer = .success(try carrierRequests.lookupRoute(to: address, uid: uid,
                                                                       ipProtocol: carrier?.transports.first?.protocolNumber ?? 17,
                                                                       destinationPort: carrier?.port))

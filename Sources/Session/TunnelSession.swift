@@ -762,8 +762,9 @@ public final class TunnelSession {
                 settings = nil
                 return (nil, nil, nil)
             }
+            // A provider's own connections bypass its tunnel to every destination, as on iOS.
             let tunnel = try engine.up(wanted, resolver: SystemResolver(), configPath: nil, awaitingRuntime: !providerStarted,
-                                       carrierIdentity: carrierIdentity)
+                                       carrierIdentity: .userAnywhere(user.uid))
             settings = wanted
             state = providerStarted ? .running(plane, tunnel, since: ProcessControl.monotonicSeconds()) : .applied(plane, tunnel)
             tunnel.publish(planePID: plane.process.pid, planeUser: user.uid, mountNamespace: plane.mountNamespace)

@@ -147,4 +147,59 @@ final class JournalTests: XCTestCase {
         // Nothing else lets a packet to the carrier's address out.
         XCTAssertFalse(output.rules.contains { $0.verdict == .accept && $0.matches == [.destination(IPPrefix("198.18.0.10/32")!)] })
     }
+
+    /// A provider's plane (`.userAnywhere`) gets out past the tunnel to every destination, carrier or not:
+    /// one uidrange rule without a destination per routed family, one `meta skuid` accept in the kill
+    /// switch ahead of the DNS drops, and all its packets' connections keep the tunnel's mark for the
+    /// replies. Nobody else is let out: no rule or accept without the uid, beyond what a `.user` plan has.
+    func testProviderPlaneIsExemptToEveryDestination() throws {
+        let json = #"{"name": "tg0", "tunnelRemoteAddress": "198.18.0.10", "includeAllNetworks": true, "ipv4Settings": {"addresses": ["10.8.0.2"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["0.0.0.0/0"]}, "ipv6Settings": {"addresses": ["fd00:8::2"], "networkPrefixLengths": [64], "includedRoutes": ["::/0"]}, "dnsSettings": {"servers": ["10.8.0.53"]}}"#
+        let settings = try TunnelSettings.parse(json: Array(json.utf8))
+        let carriers = try settings.pinCarrierEndpoints(using: Fixed())
+        let plan = TunnelPlan(settings: settings, slot: TunnelSlot(index: 1), carriers: carriers, carrierIdentity: .userAnywhere(64001))
+        XCTAssertEqual(plan.rules.map(\.description), [
+            "pref 7413 uidrange 64001-64001 goto 7416 proto 72",
+            "pref 7415 not fwmark 0x1d25/0xffffffff lookup 7461 proto 72",
+            "pref 7416 from all nop proto 72",
+            "pref 7413 uidrange 64001-64001 goto 7416 proto 72",
+            "pref 7415 not fwmark 0x1d25/0xffffffff lookup 7461 proto 72",
+            "pref 7416 from all nop proto 72",
+        ])
+        XCTAssertEqual(plan.rules.filter { $0.uidRange != nil }.map { [$0.family == .ipv4 ? 4 : 6, $0.priority] }, [[4, 7413], [6, 7413]])
+        for rule in plan.rules where rule.uidRange != nil {
+            XCTAssertEqual(rule.uidRange, 64001...64001)
+            XCTAssertNil(rule.destination, "any destination")
+            XCTAssertNil(rule.ipProtocol)
+            XCTAssertNil(rule.destinationPorts)
+            XCTAssertEqual(rule.action, .goto(7416))
+        }
+        XCTAssertEqual(plan.rules.filter { $0.action == .nop }.count, 2)
+
+        let table = try XCTUnwrap(plan.firewall)
+        let output = try XCTUnwrap(table.chains.first { $0.name == "output" })
+        let accepts = output.rules.filter { $0.comment.hasSuffix(" carrier") }
+        XCTAssertEqual(accepts.map(\.matches), [[.socketUser(64001)]])
+        let first = try XCTUnwrap(output.rules.firstIndex { $0.matches == [.socketUser(64001)] })
+        let dnsDrop = try XCTUnwrap(output.rules.firstIndex { $0.comment.hasSuffix("dns elsewhere") })
+        XCTAssertLessThan(first, dnsDrop, "the plane's own DNS queries (CarrierResolver) are accepted before the DNS drops")
+        XCTAssertFalse(output.rules.contains { $0.verdict == .accept && $0.matches.isEmpty }, "nobody else is let out")
+        let save = try XCTUnwrap(table.chains.first { $0.name == "carrier-save" })
+        XCTAssertEqual(save.rules.map(\.matches), [[.socketUser(64001)]])
+        XCTAssertNotNil(table.chains.first { $0.name == "carrier-restore" })
+        XCTAssertTrue(plan.sysctls.contains { $0.path == "net/ipv4/conf/all/src_valid_mark" && $0.value == "1" })
+        XCTAssertTrue(plan.carrierExemption.hasPrefix("packets of uid 64001 (the provider's packet plane) to any address"), plan.carrierExemption)
+
+        // The rules go into the journal and come back the same, so down, recovery and the sweep remove them.
+        let path = "/tmp/tg-journal-anywhere-\(getpid())"
+        defer { unlink(path) }
+        let journal = try Journal(path: path, name: "tg0", slot: plan.slot)
+        try journal.record(routes: [], rules: plan.rules)
+        XCTAssertEqual(try Journal.read(path: path)?.rules, plan.rules.map { var r = $0; r.protocolID = 72; return r })
+
+        // Isolate mode: no exemption in the tunnel's namespace, as for every identity.
+        let isolated = TunnelPlan(settings: settings, slot: TunnelSlot(index: 1), carriers: carriers,
+                                  carrierIdentity: .userAnywhere(64001), isolatedIn: "ns")
+        XCTAssertFalse(isolated.rules.contains { $0.uidRange != nil })
+        XCTAssertFalse(try XCTUnwrap(isolated.firewall).chains.flatMap(\.rules).contains { $0.matches.contains(.socketUser(64001)) })
+    }
 }
