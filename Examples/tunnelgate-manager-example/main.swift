@@ -11,7 +11,8 @@ import NetworkExtension
 //                      save the configuration (enabled) without starting it; with --on-demand, isOnDemandEnabled
 //                      and onDemandRules in order. RULE: ACTION[:CRITERION]... with ACTION connect, disconnect,
 //                      ignore or evaluate, and CRITERION ethernet, wifi, cellular, any, search=D[,D...],
-//                      server=A[,A...], ssid=S[,S...]  (`disconnect:search=corp.example`, `connect:ethernet`)
+//                      server=A[,A...], ssid=S[,S...], probe=URL (last)  (`disconnect:search=corp.example`,
+//                      `connect:ethernet`, `connect:ethernet:probe=http://198.18.0.1/ok`)
 //   status [--name IFNAME]          print connection.status
 //   set-username [--username NAME] [--name IFNAME]   change the saved protocol's username and save it again
 //   message TEXT [--name IFNAME]    sendProviderMessage, print the reply
@@ -72,9 +73,14 @@ func rule(_ text: String) -> NEOnDemandRule? {
     case "evaluate": r = NEOnDemandRuleEvaluateConnection()
     default: return nil
     }
-    for part in parts {
+    for (i, part) in parts.enumerated() {
         let list = { (prefix: String) in part.dropFirst(prefix.count).split(separator: ",").map(String.init) }
         switch part {
+        case _ where part.hasPrefix("probe="):
+            // The URL holds colons: it is the rest of the text.
+            guard let url = URL(string: String(parts[i...].joined(separator: ":").dropFirst("probe=".count))) else { return nil }
+            r.probeURL = url
+            return r
         case "ethernet": r.interfaceTypeMatch = .ethernet
         case "wifi": r.interfaceTypeMatch = .wiFi
         case "cellular": r.interfaceTypeMatch = .cellular

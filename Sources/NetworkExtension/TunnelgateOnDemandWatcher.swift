@@ -24,10 +24,11 @@ import TunnelgateSettings
 /// `/sys/class/net/IF/wireless` or `phy80211` exists, cellular when its uevent says `DEVTYPE=wwan`,
 /// wired for other Ethernet-like links (ARPHRD_ETHER: physical, veth, macvlan, ipvlan), other for the
 /// rest (a bridge, a bond, a VLAN, a tunnel). The SSID is not read (Linux exposes it through nl80211
-/// or the supplicant, neither asked yet): an `ssidMatch` rule never matches, nor does one with a
-/// `probeURL` (not fetched yet). DNS search domains and
-/// servers: the resolver the network gives (`DNSConfigurator.underlyingResolvConf`, beneath any
-/// tunnel's DNS).
+/// or the supplicant; this kernel has no wireless stack to test against): an `ssidMatch` rule never
+/// matches. DNS search domains and servers: the resolver the network gives
+/// (`DNSConfigurator.underlyingResolvConf`, beneath any tunnel's DNS). A `probeURL` is fetched on the
+/// primary link, outside any tunnel (TunnelgateOnDemandProbe), when a change is judged and again at
+/// most every `reprobeSeconds`; 200 OK matches.
 ///
 /// A user's disconnect (`tunnelgate down NAME`, the Settings switch's part) turns on-demand off for
 /// the configuration (`userDisconnected`), as iOS does; an app's `stopVPNTunnel()` does not, so a
@@ -37,12 +38,17 @@ public final class TunnelgateOnDemandWatcher {
     public static let restartSeconds = 5.0
     /// Changes arriving within this time are judged together.
     public static let debounceSeconds = 0.1
+    /// A probe URL's answer is kept this long for the periodic judgments; a change of the network
+    /// fetches it again at once.
+    public static let reprobeSeconds = 10.0
 
     private let log: (String) -> Void
     /// The managers as saved, kept across evaluations (their connections track the hosts they spawn).
     private var managers: [String: NETunnelProviderManager] = [:]
     private var lastSaid: [String: String] = [:]
     private var lastStart: [String: Double] = [:]
+    /// Probe answers by link and URL, with when they were fetched (monotonic seconds).
+    private var probes: [String: (outcome: TunnelgateOnDemandProbe.Outcome, at: Double)] = [:]
     private let routes: NetlinkSocket
 
     public init(log: @escaping (String) -> Void) throws(SystemCallError) {
@@ -118,10 +124,10 @@ public final class TunnelgateOnDemandWatcher {
             let later = ProcessControl.monotonicSeconds()
             if let d = due, later >= d {
                 due = nil
-                evaluate()
+                evaluate(networkChanged: true)
                 nextCheck = later + Self.recheckSeconds
             } else if later >= nextCheck {
-                evaluate()
+                evaluate(networkChanged: false)
                 nextCheck = later + Self.recheckSeconds
             }
         }
@@ -129,8 +135,10 @@ public final class TunnelgateOnDemandWatcher {
 
     // MARK: One evaluation
 
-    /// Evaluates every enabled on-demand manager once, and acts.
-    public func evaluate() {
+    /// Evaluates every enabled on-demand manager once, and acts. `networkChanged`: probe URLs are
+    /// fetched again (else an answer younger than `reprobeSeconds` is reused).
+    public func evaluate(networkChanged: Bool = true) {
+        if networkChanged { probes = [:] }
         let entries: [NEVPNPreferences.Entry]
         do throws(NEVPNError) { entries = try NEVPNPreferences.read() } catch {
             say("preferences", "on demand: cannot read the preferences: \(error.message)")
@@ -154,7 +162,8 @@ public final class TunnelgateOnDemandWatcher {
                 continue
             }
             let where_ = "\(link) (\(network.interfaceType)\(network.dnsSearchDomains.isEmpty ? "" : ", search \(network.dnsSearchDomains.joined(separator: " "))"))"
-            guard let decision = TunnelgateOnDemand.evaluate(rules, on: network, probe: Self.probe) else {
+            let probe = { (url: URL) -> Bool in self.probe(url, link: link, network: network, for: entry.identifier, name: name) }
+            guard let decision = TunnelgateOnDemand.evaluate(rules, on: network, probe: probe) else {
                 say(entry.identifier, "on demand: \(name): no rule matches \(where_): nothing changes")
                 continue
             }
@@ -241,9 +250,19 @@ public final class TunnelgateOnDemandWatcher {
         }
     }
 
-    /// A rule's probeURL: not fetched yet (an HTTP GET outside the tunnel needs a client the engine does
-    /// not link), so a rule with one never matches, and the log says so once.
-    static func probe(_ url: URL) -> Bool { false }
+    /// A rule's probeURL, fetched on `link` outside the tunnel (TunnelgateOnDemandProbe): true for 200
+    /// OK. Each answer that differs from the last for this URL is one line of the log.
+    func probe(_ url: URL, link: String, network: TunnelgateOnDemand.Network, for identifier: String, name: String) -> Bool {
+        let key = "\(link) \(url.absoluteString)"
+        let now = ProcessControl.monotonicSeconds()
+        if let kept = probes[key], now - kept.at < Self.reprobeSeconds { return kept.outcome.matches }
+        let fetcher = TunnelgateOnDemandProbe(interface: link, nameservers: network.dnsServers.compactMap { SocketAddress.numeric($0, port: 53) })
+        let outcome = fetcher.fetch(url)
+        probes[key] = (outcome, ProcessControl.monotonicSeconds())
+        say("\(identifier) probe \(url.absoluteString)",
+            "on demand: \(name): probe \(url.absoluteString) on \(link): \(outcome) (\(outcome.matches ? "matches" : "does not match: only 200 OK does"))")
+        return outcome.matches
+    }
 
     static func word(_ action: NEOnDemandRuleAction) -> String {
         switch action {
