@@ -12,7 +12,9 @@ import NetworkExtension
 //                      and onDemandRules in order. RULE: ACTION[:CRITERION]... with ACTION connect, disconnect,
 //                      ignore or evaluate, and CRITERION ethernet, wifi, cellular, any, search=D[,D...],
 //                      server=A[,A...], ssid=S[,S...], probe=URL (last)  (`disconnect:search=corp.example`,
-//                      `connect:ethernet`, `connect:ethernet:probe=http://198.18.0.1/ok`)
+//                      `connect:ethernet`, `connect:ethernet:probe=http://198.18.0.1/ok`); an evaluate rule's
+//                      connection rules, in order: if-needed=D[,D...] (connectIfNeeded), never=D[,D...]
+//                      (neverConnect)  (`evaluate:ethernet:never=www.corp.example:if-needed=corp.example`)
 //   status [--name IFNAME]          print connection.status
 //   set-username [--username NAME] [--name IFNAME]   change the saved protocol's username and save it again
 //   message TEXT [--name IFNAME]    sendProviderMessage, print the reply
@@ -88,6 +90,13 @@ func rule(_ text: String) -> NEOnDemandRule? {
         case _ where part.hasPrefix("search="): r.dnsSearchDomainMatch = list("search=")
         case _ where part.hasPrefix("server="): r.dnsServerAddressMatch = list("server=")
         case _ where part.hasPrefix("ssid="): r.ssidMatch = list("ssid=")
+        case _ where part.hasPrefix("if-needed=") || part.hasPrefix("never="):
+            // A connection rule of an evaluate rule, in order.
+            guard let evaluate = r as? NEOnDemandRuleEvaluateConnection else { return nil }
+            let ifNeeded = part.hasPrefix("if-needed=")
+            let rule = NEEvaluateConnectionRule(matchDomains: list(ifNeeded ? "if-needed=" : "never="),
+                                                andAction: ifNeeded ? .connectIfNeeded : .neverConnect)
+            evaluate.connectionRules = (evaluate.connectionRules ?? []) + [rule]
         default: return nil
         }
     }

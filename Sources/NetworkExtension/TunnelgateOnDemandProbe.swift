@@ -23,6 +23,9 @@ struct TunnelgateOnDemandProbe {
     static let maximumHeader = 8192
     static let trustStoreFile = "/etc/ssl/certs/ca-certificates.crt"
     static let trustStoreDirectory = "/etc/ssl/certs"
+    /// The fwmark of the probe's DNS queries (SO_MARK), so that the watcher's own queries are not
+    /// taken for an app's (the DNS watch logs only unmarked packets). 'tg' 0x0d: on demand.
+    static let queryMark: UInt32 = 0x7467_0d00
 
     /// The outcome, as the log says it.
     enum Outcome: Equatable, CustomStringConvertible {
@@ -175,7 +178,7 @@ struct TunnelgateOnDemandProbe {
 
     // MARK: The probe's host
 
-    private func resolve(_ host: String, port: UInt16, deadline: Double) -> Result<[SocketAddress], CarrierResolver.Failure> {
+    func resolve(_ host: String, port: UInt16, deadline: Double) -> Result<[SocketAddress], CarrierResolver.Failure> {
         if let literal = CarrierResolver.socketAddress(literal: host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port: port) {
             return .success([literal])
         }
@@ -207,6 +210,7 @@ struct TunnelgateOnDemandProbe {
         var ids: [UInt16: UInt16] = [:]
         do throws(SystemCallError) {
             try socket.bindToDevice(interface)
+            try socket.setMark(Self.queryMark)
             try socket.connect(to: server)
             for type in [DNSMessage.a, DNSMessage.aaaa] {
                 var id = UInt16.random(in: .min ... .max)
