@@ -56,6 +56,9 @@ public final class TunnelgateOnDemandWatcher {
     /// When a query's name was last acted on, per configuration (an app asks A and AAAA, and retries).
     private var lastQuery: [String: Double] = [:]
     public static let querySeconds = 5.0
+    /// At most this many names are resolved per wake-up (each may take up to the probe's 3 s); the
+    /// rest of a burst waits for the app's retry.
+    public static let resolutionsPerWake = 4
     /// Probe answers by link and URL, with when they were fetched (monotonic seconds).
     private var probes: [String: (outcome: TunnelgateOnDemandProbe.Outcome, at: Double)] = [:]
     private let routes: NetlinkSocket
@@ -267,6 +270,9 @@ public final class TunnelgateOnDemandWatcher {
     /// Names this namespace looked up: each configuration that evaluates connections acts on the first
     /// connection rule whose matchDomains hold the name, as iOS does for a connection to that host.
     func queried(_ names: [String]) {
+        let start = ProcessControl.monotonicSeconds()
+        lastQuery = lastQuery.filter { start - $0.value < Self.querySeconds }
+        var resolutions = 0
         for host in Set(names).sorted() {
             for (identifier, e) in evaluating.sorted(by: { $0.key < $1.key }) {
                 guard let index = e.rules.firstIndex(where: { TunnelgateOnDemand.evaluateConnection(toHost: host, rules: [$0]) != nil }) else {
@@ -286,6 +292,9 @@ public final class TunnelgateOnDemandWatcher {
                 let connection = e.manager.connection
                 connection.refresh(post: false)
                 if [.connecting, .connected, .reasserting, .disconnecting].contains(connection.status) { continue }
+                if let last = lastStart[identifier], now - last < Self.restartSeconds { continue }
+                guard resolutions < Self.resolutionsPerWake else { continue }
+                resolutions += 1
                 // Needed when the name cannot be resolved on the network (with useDNSServers, else its
                 // own servers), or when the probe does not answer 200 OK.
                 let servers = (rule.useDNSServers ?? []).compactMap { SocketAddress.numeric($0, port: 53) }
@@ -304,7 +313,6 @@ public final class TunnelgateOnDemandWatcher {
                     say("\(identifier) query", "on demand: \(e.name): \(what) (connectIfNeeded): reachable on \(e.link) without the tunnel, not started")
                     continue
                 }
-                if let last = lastStart[identifier], now - last < Self.restartSeconds { continue }
                 lastStart[identifier] = now
                 do {
                     try connection.startVPNTunnel()
