@@ -97,7 +97,7 @@ let package = Package(
         // NEVPNProtocol.passwordReference/identityReference name. No Foundation: the CLI uses it too.
         .target(name: "TunnelgateSecrets", dependencies: ["LinuxSystem"]),
         // NEPacketTunnelProvider & co. with Apple's names; setTunnelNetworkSettings drives Engine.up.
-        .target(name: "NetworkExtension", dependencies: ["CTunnelgateTLS", "Session", "Engine", "DNSConfig", "Netlink", "PlaneProtocol", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateSecrets"]),
+        .target(name: "NetworkExtension", dependencies: ["CTunnelgateTLS", "Session", "Engine", "DNSConfig", "Netlink", "Nftables", "PlaneProtocol", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateSecrets"]),
         // A host for a provider class, with the seed's PacketTunnelProvider compiled beside an instrumented one.
         .executableTarget(name: "tunnelgate-provider-example", dependencies: ["NetworkExtension"],
                           path: "Examples/tunnelgate-provider-example"),

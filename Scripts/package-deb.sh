@@ -99,9 +99,9 @@ Description: NetworkExtension's packet-tunnel settings applied on Linux
  runtime (a C ABI, MeshGuard, a built-in userspace WireGuard) and removes
  every trace when the tunnel stops, also after a crash.
  .
- Includes the systemd units tunnelgate@.service and tunnelgate-netns@.service,
- the man pages tunnelgate(8) and tunnelgate.json(5), bash and zsh completion,
- and the example packet runtime. The Swift runtime is linked in statically.
+ Includes the systemd units tunnelgate@.service, tunnelgate-netns@.service
+ and tunnelgate-on-demand@.service, the man pages tunnelgate(8) and
+ tunnelgate.json(5), bash and zsh completion, and the example packet runtime. The Swift runtime is linked in statically.
 EOF
 for script in postinst prerm postrm; do install -m 0755 "packaging/debian/$script" "$tree/DEBIAN/$script"; done
 (cd "$tree" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$tree/DEBIAN/md5sums"

@@ -37,6 +37,7 @@ packages=(
   zsh             # the completion test exercises the zsh completion too
   prometheus      # a real Prometheus scrapes `tunnelgate metrics` in netns/tests/metrics.sh (run by the test, not as a service)
   python3-dbus    # a stand-in for logind on a private bus: sends PrepareForSleep (netns/tests/networkextension-sleep.sh, netns/tests/logind_standin.py)
+  python3-gi      # GLib's main loop for that stand-in, which serves Inhibit and ListInhibitors as logind does
   nodejs          # runs the PAC files the proxy writer makes (NetworkExtensionTests), as a browser would
   # Real container engines for the container scenarios (netns/containers.sh, docs/cni.md). Each test runs
   # them with private configuration and storage under its temporary directory, never the machine's own.

@@ -11,7 +11,10 @@ import NetworkExtension
 //                      save the configuration (enabled) without starting it; with --on-demand, isOnDemandEnabled
 //                      and onDemandRules in order. RULE: ACTION[:CRITERION]... with ACTION connect, disconnect,
 //                      ignore or evaluate, and CRITERION ethernet, wifi, cellular, any, search=D[,D...],
-//                      server=A[,A...], ssid=S[,S...]  (`disconnect:search=corp.example`, `connect:ethernet`)
+//                      server=A[,A...], ssid=S[,S...], probe=URL (last)  (`disconnect:search=corp.example`,
+//                      `connect:ethernet`, `connect:ethernet:probe=http://198.18.0.1/ok`); an evaluate rule's
+//                      connection rules, in order: if-needed=D[,D...] (connectIfNeeded), never=D[,D...]
+//                      (neverConnect)  (`evaluate:ethernet:never=www.corp.example:if-needed=corp.example`)
 //   status [--name IFNAME]          print connection.status
 //   set-username [--username NAME] [--name IFNAME]   change the saved protocol's username and save it again
 //   message TEXT [--name IFNAME]    sendProviderMessage, print the reply
@@ -72,9 +75,14 @@ func rule(_ text: String) -> NEOnDemandRule? {
     case "evaluate": r = NEOnDemandRuleEvaluateConnection()
     default: return nil
     }
-    for part in parts {
+    for (i, part) in parts.enumerated() {
         let list = { (prefix: String) in part.dropFirst(prefix.count).split(separator: ",").map(String.init) }
         switch part {
+        case _ where part.hasPrefix("probe="):
+            // The URL holds colons: it is the rest of the text.
+            guard let url = URL(string: String(parts[i...].joined(separator: ":").dropFirst("probe=".count))) else { return nil }
+            r.probeURL = url
+            return r
         case "ethernet": r.interfaceTypeMatch = .ethernet
         case "wifi": r.interfaceTypeMatch = .wiFi
         case "cellular": r.interfaceTypeMatch = .cellular
@@ -82,6 +90,13 @@ func rule(_ text: String) -> NEOnDemandRule? {
         case _ where part.hasPrefix("search="): r.dnsSearchDomainMatch = list("search=")
         case _ where part.hasPrefix("server="): r.dnsServerAddressMatch = list("server=")
         case _ where part.hasPrefix("ssid="): r.ssidMatch = list("ssid=")
+        case _ where part.hasPrefix("if-needed=") || part.hasPrefix("never="):
+            // A connection rule of an evaluate rule, in order.
+            guard let evaluate = r as? NEOnDemandRuleEvaluateConnection else { return nil }
+            let ifNeeded = part.hasPrefix("if-needed=")
+            let rule = NEEvaluateConnectionRule(matchDomains: list(ifNeeded ? "if-needed=" : "never="),
+                                                andAction: ifNeeded ? .connectIfNeeded : .neverConnect)
+            evaluate.connectionRules = (evaluate.connectionRules ?? []) + [rule]
         default: return nil
         }
     }

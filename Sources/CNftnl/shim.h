@@ -10,3 +10,4 @@
 #include <libnftnl/common.h>
 #include <linux/netfilter/nfnetlink.h>
 
+#include <linux/netfilter/nfnetlink_log.h>

@@ -6,8 +6,9 @@ import LinuxSystem
 /// `$DBUS_SYSTEM_BUS_ADDRESS`, else /run/dbus/system_bus_socket (tests point the variable at a private
 /// bus on which a stand-in owns org.freedesktop.login1 and sends the signal).
 ///
-/// No delay inhibitor is taken: logind does not wait for the tunnel to stop before the host sleeps,
-/// so a stop that has not finished completes after the wake.
+/// A provider with `disconnectOnSleep` also takes a delay inhibitor (`delayInhibitor`): logind then
+/// waits (up to its InhibitDelayMaxSec=, 5 s by default) until the descriptor is closed, which the host
+/// does once the tunnel has stopped.
 public final class SleepWatch {
     public static let service = "org.freedesktop.login1"
     public static let path = "/org/freedesktop/login1"
@@ -49,6 +50,14 @@ public final class SleepWatch {
             throw Unavailable(description: "cannot follow logind on \(address): \(error)")
         }
         self.bus = bus
+    }
+
+    /// logind's `Inhibit("sleep", who, why, "delay")`: while the returned descriptor is open, logind
+    /// delays sleep after PrepareForSleep(true) (until it is closed, or InhibitDelayMaxSec= passed).
+    /// Close it once ready for sleep. Equivalent to: `systemd-inhibit --what=sleep --mode=delay`.
+    public func delayInhibitor(who: String, why: String) throws(SystemBusError) -> FileDescriptor {
+        try bus.callReturningDescriptor(Self.service, Self.path, Self.interface, "Inhibit",
+                                        [.string("sleep"), .string(who), .string(why), .string("delay")])
     }
 
     /// The bus connection's socket: poll it for input, then call `next()`.

@@ -83,10 +83,21 @@ final class ProviderEngine {
         // Without it, the provider's sleep() and wake() are called as the host sleeps and wakes.
         let disconnect = proto?.disconnectOnSleep == true
         session.disconnectOnSleep = disconnect
+        // With disconnectOnSleep, a delay inhibitor too: logind waits (at most its InhibitDelayMaxSec=)
+        // until the stop below is done and the descriptor closed.
+        var inhibitor: FileDescriptor?
+        defer { inhibitor?.close() }
         do throws(SleepWatch.Unavailable) {
             let watch = try SleepWatch()
             session.sleepWatch = watch
-            if disconnect { session.sleepNote = "following logind's PrepareForSleep on \(watch.address)" }
+            if disconnect {
+                do throws(SystemBusError) {
+                    inhibitor = try watch.delayInhibitor(who: "Tunnelgate", why: "stopping tunnel \(name) before sleep (disconnectOnSleep)")
+                    session.sleepNote = "following logind's PrepareForSleep on \(watch.address), with a delay inhibitor"
+                } catch {
+                    session.sleepNote = "following logind's PrepareForSleep on \(watch.address), without a delay inhibitor (\(error))"
+                }
+            }
         } catch {
             if disconnect { session.sleepNote = "not followed: \(error)" }
         }
@@ -128,6 +139,12 @@ final class ProviderEngine {
         } catch {
             log("removing the settings failed: \(error)")
             return 1
+        }
+        if let held = inhibitor {
+            // The tunnel is down: the host may sleep now.
+            held.close()
+            inhibitor = nil
+            if end == .sleep { log("the tunnel is down: released the delay inhibitor, the host may sleep") }
         }
         return code
     }

@@ -24,10 +24,11 @@ import TunnelgateSettings
 /// `/sys/class/net/IF/wireless` or `phy80211` exists, cellular when its uevent says `DEVTYPE=wwan`,
 /// wired for other Ethernet-like links (ARPHRD_ETHER: physical, veth, macvlan, ipvlan), other for the
 /// rest (a bridge, a bond, a VLAN, a tunnel). The SSID is not read (Linux exposes it through nl80211
-/// or the supplicant, neither asked yet): an `ssidMatch` rule never matches, nor does one with a
-/// `probeURL` (not fetched yet). DNS search domains and
-/// servers: the resolver the network gives (`DNSConfigurator.underlyingResolvConf`, beneath any
-/// tunnel's DNS).
+/// or the supplicant; this kernel has no wireless stack to test against): an `ssidMatch` rule never
+/// matches. DNS search domains and servers: the resolver the network gives
+/// (`DNSConfigurator.underlyingResolvConf`, beneath any tunnel's DNS). A `probeURL` is fetched on the
+/// primary link, outside any tunnel (TunnelgateOnDemandProbe), when a change is judged and again at
+/// most every `reprobeSeconds`; 200 OK matches.
 ///
 /// A user's disconnect (`tunnelgate down NAME`, the Settings switch's part) turns on-demand off for
 /// the configuration (`userDisconnected`), as iOS does; an app's `stopVPNTunnel()` does not, so a
@@ -37,12 +38,29 @@ public final class TunnelgateOnDemandWatcher {
     public static let restartSeconds = 5.0
     /// Changes arriving within this time are judged together.
     public static let debounceSeconds = 0.1
+    /// A probe URL's answer is kept this long for the periodic judgments; a change of the network
+    /// fetches it again at once.
+    public static let reprobeSeconds = 10.0
 
     private let log: (String) -> Void
     /// The managers as saved, kept across evaluations (their connections track the hosts they spawn).
     private var managers: [String: NETunnelProviderManager] = [:]
     private var lastSaid: [String: String] = [:]
     private var lastStart: [String: Double] = [:]
+    /// The configurations whose rules decide `.evaluateConnection` now: their connection rules and the
+    /// link they were judged on. While there is one, the DNS watch is armed.
+    private var evaluating: [String: (manager: NETunnelProviderManager, name: String, rules: [NEEvaluateConnectionRule],
+                                      link: String, network: TunnelgateOnDemand.Network)] = [:]
+    private var dnsWatch: TunnelgateOnDemandDNSWatch?
+    private var watchDirectory = ""
+    /// When a query's name was last acted on, per configuration (an app asks A and AAAA, and retries).
+    private var lastQuery: [String: Double] = [:]
+    public static let querySeconds = 5.0
+    /// At most this many names are resolved per wake-up (each may take up to the probe's 3 s); the
+    /// rest of a burst waits for the app's retry.
+    public static let resolutionsPerWake = 4
+    /// Probe answers by link and URL, with when they were fetched (monotonic seconds).
+    private var probes: [String: (outcome: TunnelgateOnDemandProbe.Outcome, at: Double)] = [:]
     private let routes: NetlinkSocket
 
     public init(log: @escaping (String) -> Void) throws(SystemCallError) {
@@ -66,6 +84,11 @@ public final class TunnelgateOnDemandWatcher {
             throw SystemCallError(refusing: "another `tunnelgate on-demand` watches this namespace's configurations (it holds \(lockPath))")
         }
         defer { lock.releaseAndRemove() }
+        watchDirectory = preferencesDirectory
+        if let said = TunnelgateOnDemandDNSWatch.recover(directory: preferencesDirectory) {
+            log("on demand: \(said), left by a watcher that did not stop")
+        }
+        defer { disarmDNSWatch() }
         let saves = try DirectoryChanges(watching: preferencesDirectory)
         defer { saves.close() }
         log("on demand: watching the network of this namespace and \(preferencesDirectory)")
@@ -86,6 +109,7 @@ public final class TunnelgateOnDemandWatcher {
             set.add(FileDescriptor(rawValue: events.fileDescriptor), .readable)
             set.add(saves.descriptor, .readable)
             let sleepIndex = sleep.map { set.add($0.descriptor, .readable) }
+            let watchIndex = dnsWatch.map { set.add(FileDescriptor(rawValue: $0.socket.fileDescriptor), .readable) }
             let timeout = min(due ?? nextCheck, nextCheck) - now
             _ = try? set.wait(timeoutMilliseconds: Int32(max(0, min(timeout, 1)) * 1000))
             if set.events(at: 0).contains(.readable), TerminationSignals.read(signals) != 0 {
@@ -109,6 +133,10 @@ public final class TunnelgateOnDemandWatcher {
                     asleep = false
                 }
             }
+            if let watchIndex, set.events(at: watchIndex) != [], let watch = dnsWatch {
+                let names = watch.names()
+                if !asleep { queried(names) }
+            }
             if asleep {
                 if due != nil, !saidAsleep { log("on demand: a change while the host sleeps: not judged"); saidAsleep = true }
                 due = nil
@@ -118,10 +146,10 @@ public final class TunnelgateOnDemandWatcher {
             let later = ProcessControl.monotonicSeconds()
             if let d = due, later >= d {
                 due = nil
-                evaluate()
+                evaluate(networkChanged: true)
                 nextCheck = later + Self.recheckSeconds
             } else if later >= nextCheck {
-                evaluate()
+                evaluate(networkChanged: false)
                 nextCheck = later + Self.recheckSeconds
             }
         }
@@ -129,8 +157,10 @@ public final class TunnelgateOnDemandWatcher {
 
     // MARK: One evaluation
 
-    /// Evaluates every enabled on-demand manager once, and acts.
-    public func evaluate() {
+    /// Evaluates every enabled on-demand manager once, and acts. `networkChanged`: probe URLs are
+    /// fetched again (else an answer younger than `reprobeSeconds` is reused).
+    public func evaluate(networkChanged: Bool = true) {
+        if networkChanged { probes = [:] }
         let entries: [NEVPNPreferences.Entry]
         do throws(NEVPNError) { entries = try NEVPNPreferences.read() } catch {
             say("preferences", "on demand: cannot read the preferences: \(error.message)")
@@ -138,6 +168,8 @@ public final class TunnelgateOnDemandWatcher {
         }
         var seen = Set<String>()
         let network = primaryNetwork()
+        defer { armOrDisarmDNSWatch() }
+        evaluating = [:]
         for entry in entries {
             seen.insert(entry.identifier)
             let manager = managers[entry.identifier] ?? NETunnelProviderManager(identifier: entry.identifier)
@@ -154,7 +186,8 @@ public final class TunnelgateOnDemandWatcher {
                 continue
             }
             let where_ = "\(link) (\(network.interfaceType)\(network.dnsSearchDomains.isEmpty ? "" : ", search \(network.dnsSearchDomains.joined(separator: " "))"))"
-            guard let decision = TunnelgateOnDemand.evaluate(rules, on: network, probe: Self.probe) else {
+            let probe = { (url: URL) -> Bool in self.probe(url, link: link, network: network, for: entry.identifier, name: name) }
+            guard let decision = TunnelgateOnDemand.evaluate(rules, on: network, probe: probe) else {
                 say(entry.identifier, "on demand: \(name): no rule matches \(where_): nothing changes")
                 continue
             }
@@ -189,11 +222,107 @@ public final class TunnelgateOnDemandWatcher {
             case .ignore:
                 say(entry.identifier, "on demand: \(name): \(rule) matches \(where_): ignored, the tunnel stays \(Self.word(status))")
             case .evaluateConnection:
-                say(entry.identifier, "on demand: \(name): \(rule) matches \(where_): evaluateConnection is not acted on "
-                    + "(Linux tells nobody of a connection about to open); the tunnel stays \(Self.word(status))")
+                let connectionRules = (decision.rule as? NEOnDemandRuleEvaluateConnection)?.connectionRules ?? []
+                evaluating[entry.identifier] = (manager, name, connectionRules, link, network)
+                say(entry.identifier, "on demand: \(name): \(rule) matches \(where_): evaluating connections by the names "
+                    + "this namespace looks up (\(connectionRules.count) connection rules); the tunnel stays \(Self.word(status))")
             }
         }
         for gone in Set(managers.keys).subtracting(seen) { managers[gone] = nil; lastSaid[gone] = nil }
+    }
+
+    // MARK: evaluateConnection
+
+    /// What a watcher that did not stop left in this namespace (the DNS watch's table, by its journal)
+    /// removed; nil when there was nothing. Refused while a watcher runs (it holds the lock).
+    public static func clean() throws(SystemCallError) -> String? {
+        let directory: String
+        do throws(NEVPNError) { directory = (try NEVPNPreferences.path as NSString).deletingLastPathComponent } catch {
+            throw SystemCallError(refusing: "the preferences: \(error.message)")
+        }
+        let lockPath = "\(directory)/on-demand.lock"
+        guard let lock = try FileLock.tryAcquire(lockPath) else {
+            throw SystemCallError(refusing: "a `tunnelgate on-demand` runs in this namespace (it holds \(lockPath)); it removes its own")
+        }
+        defer { lock.releaseAndRemove() }
+        return TunnelgateOnDemandDNSWatch.recover(directory: directory)
+    }
+
+    private func armOrDisarmDNSWatch() {
+        if evaluating.isEmpty { disarmDNSWatch(); return }
+        guard dnsWatch == nil, !watchDirectory.isEmpty else { return }
+        do throws(SystemCallError) {
+            dnsWatch = try TunnelgateOnDemandDNSWatch(directory: watchDirectory)
+            say("dns watch", "on demand: watching this namespace's DNS queries (nftables table inet \(TunnelgateOnDemandDNSWatch.table), "
+                + "nfnetlink_log group \(TunnelgateOnDemandDNSWatch.group))")
+        } catch {
+            say("dns watch", "on demand: evaluateConnection cannot see this namespace's DNS queries: \(error)")
+        }
+    }
+
+    private func disarmDNSWatch() {
+        guard let watch = dnsWatch else { return }
+        watch.close()
+        dnsWatch = nil
+        say("dns watch", "on demand: no longer watching DNS queries (no configuration evaluates connections)")
+    }
+
+    /// Names this namespace looked up: each configuration that evaluates connections acts on the first
+    /// connection rule whose matchDomains hold the name, as iOS does for a connection to that host.
+    func queried(_ names: [String]) {
+        let start = ProcessControl.monotonicSeconds()
+        lastQuery = lastQuery.filter { start - $0.value < Self.querySeconds }
+        var resolutions = 0
+        for host in Set(names).sorted() {
+            for (identifier, e) in evaluating.sorted(by: { $0.key < $1.key }) {
+                guard let index = e.rules.firstIndex(where: { TunnelgateOnDemand.evaluateConnection(toHost: host, rules: [$0]) != nil }) else {
+                    say("\(identifier) query", "on demand: \(e.name): lookup of \(host): no connection rule matches, nothing to do")
+                    continue
+                }
+                let rule = e.rules[index]
+                let now = ProcessControl.monotonicSeconds()
+                let key = "\(identifier) \(host)"
+                if let last = lastQuery[key], now - last < Self.querySeconds { continue }
+                lastQuery[key] = now
+                let what = "lookup of \(host): connection rule \(index)"
+                guard rule.action == .connectIfNeeded else {
+                    say("\(identifier) query", "on demand: \(e.name): \(what) (neverConnect): the tunnel is not started")
+                    continue
+                }
+                let connection = e.manager.connection
+                connection.refresh(post: false)
+                if [.connecting, .connected, .reasserting, .disconnecting].contains(connection.status) { continue }
+                if let last = lastStart[identifier], now - last < Self.restartSeconds { continue }
+                guard resolutions < Self.resolutionsPerWake else { continue }
+                resolutions += 1
+                // Needed when the name cannot be resolved on the network (with useDNSServers, else its
+                // own servers), or when the probe does not answer 200 OK.
+                let servers = (rule.useDNSServers ?? []).compactMap { SocketAddress.numeric($0, port: 53) }
+                let fetcher = TunnelgateOnDemandProbe(interface: e.link,
+                                                      nameservers: servers.isEmpty ? e.network.dnsServers.compactMap { SocketAddress.numeric($0, port: 53) } : servers)
+                var needed: String?
+                switch fetcher.resolve(host, port: 0, deadline: now + TunnelgateOnDemandProbe.timeoutSeconds) {
+                case .failure(let why): needed = "\(why.description) on \(e.link)\(servers.isEmpty ? "" : " (useDNSServers)")"
+                case .success:
+                    if let url = rule.probeURL {
+                        let outcome = fetcher.fetch(url)
+                        if !outcome.matches { needed = "probe \(url.absoluteString): \(outcome)" }
+                    }
+                }
+                guard let needed else {
+                    say("\(identifier) query", "on demand: \(e.name): \(what) (connectIfNeeded): reachable on \(e.link) without the tunnel, not started")
+                    continue
+                }
+                lastStart[identifier] = now
+                do {
+                    try connection.startVPNTunnel()
+                    log("on demand: \(e.name): \(what) (connectIfNeeded): \(needed): starting the tunnel")
+                    lastSaid["\(identifier) query"] = nil
+                } catch {
+                    say("\(identifier) query", "on demand: \(e.name): \(what) (connectIfNeeded): the start failed: \(error)")
+                }
+            }
+        }
     }
 
     /// Logs `line` for `key` only when it differs from what was last said (a steady state is one line).
@@ -241,9 +370,19 @@ public final class TunnelgateOnDemandWatcher {
         }
     }
 
-    /// A rule's probeURL: not fetched yet (an HTTP GET outside the tunnel needs a client the engine does
-    /// not link), so a rule with one never matches, and the log says so once.
-    static func probe(_ url: URL) -> Bool { false }
+    /// A rule's probeURL, fetched on `link` outside the tunnel (TunnelgateOnDemandProbe): true for 200
+    /// OK. Each answer that differs from the last for this URL is one line of the log.
+    func probe(_ url: URL, link: String, network: TunnelgateOnDemand.Network, for identifier: String, name: String) -> Bool {
+        let key = "\(link) \(url.absoluteString)"
+        let now = ProcessControl.monotonicSeconds()
+        if let kept = probes[key], now - kept.at < Self.reprobeSeconds { return kept.outcome.matches }
+        let fetcher = TunnelgateOnDemandProbe(interface: link, nameservers: network.dnsServers.compactMap { SocketAddress.numeric($0, port: 53) })
+        let outcome = fetcher.fetch(url)
+        probes[key] = (outcome, ProcessControl.monotonicSeconds())
+        say("\(identifier) probe \(url.absoluteString)",
+            "on demand: \(name): probe \(url.absoluteString) on \(link): \(outcome) (\(outcome.matches ? "matches" : "does not match: only 200 OK does"))")
+        return outcome.matches
+    }
 
     static func word(_ action: NEOnDemandRuleAction) -> String {
         switch action {

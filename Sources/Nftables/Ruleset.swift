@@ -25,6 +25,9 @@ public enum NftStatement: Sendable, Hashable {
     case setConntrackMark(UInt32)
     /// `meta mark set ct mark`: the packet gets its connection's mark back.
     case restoreMarkFromConntrack
+    /// `log group G snaplen N`: a copy of the packet's first `snaplen` bytes goes to nfnetlink_log
+    /// group G (NetfilterLogSocket); the packet itself is not changed.
+    case log(group: UInt16, snaplen: UInt32)
 }
 
 /// One condition of a rule; a rule matches when all of its conditions do.

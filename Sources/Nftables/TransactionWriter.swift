@@ -193,6 +193,11 @@ struct ExpressionCompiler {
                 nftnl_expr_set_u32(e, u16(NFTNL_EXPR_CT_KEY), u32(NFT_CT_MARK))
                 nftnl_expr_set_u32(e, u16(NFTNL_EXPR_CT_SREG), register)
             }
+        case .log(let group, let snaplen):
+            add("log") { e in
+                nftnl_expr_set_u16(e, u16(NFTNL_EXPR_LOG_GROUP), group)
+                nftnl_expr_set_u32(e, u16(NFTNL_EXPR_LOG_SNAPLEN), snaplen)
+            }
         case .restoreMarkFromConntrack:
             add("ct") { e in
                 nftnl_expr_set_u32(e, u16(NFTNL_EXPR_CT_KEY), u32(NFT_CT_MARK))

@@ -34,7 +34,7 @@ enum Command: String, CaseIterable {
         case .message: "tunnelgate message NAME DATA [--netns NS]"
         case .secret: "tunnelgate secret add NAME [--replace] < SECRET  |  tunnelgate secret remove NAME  |  tunnelgate secret list"
         case .metrics: "tunnelgate metrics [--listen ADDR:PORT] [--allow-non-loopback] [--netns NS]... [--all-namespaces]"
-        case .onDemand: "tunnelgate on-demand"
+        case .onDemand: "tunnelgate on-demand [--clean]"
         case .help: "tunnelgate help [SUBCOMMAND]"
         }
     }
@@ -235,8 +235,9 @@ extension CommandLine {
         case .secret:
             return try secret(&rest)
         case .onDemand:
+            let clean = takeFlag(&rest, "--clean")
             try noMore(rest, command)
-            return try onDemand()
+            return try clean ? onDemandClean() : onDemand()
         case .list:
             let json = takeFlag(&rest, "--json")
             try noMore(rest, command)

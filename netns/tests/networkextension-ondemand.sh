@@ -21,7 +21,7 @@ PROVIDER=${TG_PROVIDER_EXAMPLE:-$TG_ROOT/.build/debug/tunnelgate-provider-exampl
 MANAGER=${TG_MANAGER_EXAMPLE:-$TG_ROOT/.build/debug/tunnelgate-manager-example}
 [ -x "$PROVIDER" ] && [ -x "$MANAGER" ] || tg_bail "the examples are built in $TG_ROOT/.build/debug" "build them with: swift build"
 tg_begin --needs jq,dbus-daemon
-/usr/bin/python3 -c 'import dbus' 2>/dev/null || tg_bail "python3-dbus is not installed" "run Scripts/setup.sh"
+/usr/bin/python3 -c 'import dbus, gi' 2>/dev/null || tg_bail "python3-dbus or python3-gi is not installed" "run Scripts/setup.sh"
 tg_plane_test_hooks TG_NE_REMOTE TG_NE_DNS TG_NE_STOP_FILE
 resolv=/etc/netns/$NS_C/resolv.conf
 mkdir -p "/etc/netns/$NS_C"

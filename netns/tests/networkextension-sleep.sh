@@ -4,7 +4,10 @@
 # system bus is a private dbus-daemon (DBUS_SYSTEM_BUS_ADDRESS, as sd_bus_open_system reads it) on which
 # netns/tests/logind_standin.py owns org.freedesktop.login1 and sends PrepareForSleep. A PrepareForSleep(true)
 # from anyone else changes nothing; logind's stops tgs with stopTunnel(.sleep = 15) and leaves tgn
-# connected, its provider's sleep(completionHandler:) called, then wake() at logind's wake. A host with disconnectOnSleep on a bus without logind says in `status` that sleep is not
+# connected, its provider's sleep(completionHandler:) called, then wake() at logind's wake. tgs holds a
+# logind delay inhibitor (Inhibit("sleep", …, "delay"), listed by systemd-inhibit --list through the
+# stand-in's ListInhibitors) from its start until its tunnel is down after PrepareForSleep(true); tgn
+# holds none. A host with disconnectOnSleep on a bus without logind says in `status` that sleep is not
 # followed.
 #
 #   C ── tgs (disconnectOnSleep) ── carrier $CARRIER4 over eth0
@@ -16,7 +19,7 @@ set -uo pipefail
 PROVIDER=${TG_PROVIDER_EXAMPLE:-$TG_ROOT/.build/debug/tunnelgate-provider-example}
 [ -x "$PROVIDER" ] || tg_bail "the example host is built at $PROVIDER" "build it with: swift build"
 tg_begin --needs dbus-daemon,jq
-/usr/bin/python3 -c 'import dbus' 2>/dev/null || tg_bail "python3-dbus is not installed" "run Scripts/setup.sh"
+/usr/bin/python3 -c 'import dbus, gi' 2>/dev/null || tg_bail "python3-dbus or python3-gi is not installed" "run Scripts/setup.sh"
 tg_plane_test_hooks TG_NE_REMOTE TG_NE_DNS TG_NE_STOP_FILE
 tg_snapshot "$NS_C" "$TG_TMP/before"
 tg_snapshot "$NS_I" "$TG_TMP/before-i"
@@ -57,8 +60,13 @@ start tgn false "$bus" "$NS_I"  # (one tunnel per namespace may set DNS)
 wait_for "tgs (disconnectOnSleep) is connected" 15 connected tgs
 wait_for "tgn (without) is connected, in I" 15 connected tgn "$NS_I"
 tg_run ip netns exec "$NS_C" "$TG" status tgs
-check_match "status: tgs follows logind's PrepareForSleep on the private bus" \
-  "^  disconnect on sleep: following logind's PrepareForSleep on $bus\$" "$TG_OUT"
+check_match "status: tgs follows logind's PrepareForSleep on the private bus, with a delay inhibitor" \
+  "^  disconnect on sleep: following logind's PrepareForSleep on $bus, with a delay inhibitor\$" "$TG_OUT"
+inhibitors() { DBUS_SYSTEM_BUS_ADDRESS="$bus" systemd-inhibit --list --no-pager 2>&1; }
+tgs_pid=$(jq -r .pid "$state/tgs.state" 2>/dev/null)
+check_match "systemd-inhibit --list shows tgs's host's delay inhibitor for sleep" \
+  "^Tunnelgate +0 +root +$tgs_pid +.* sleep +stopping tunnel tgs before sleep \(disconnectOnSleep\) +delay\$" "$(inhibitors)"
+check_eq "... and only that one (tgn, without disconnectOnSleep, takes none)" 1 "$(inhibitors | grep -c '^Tunnelgate ')"
 tg_run ip netns exec "$NS_I" "$TG" status tgn
 check_no_match "status: tgn says nothing of sleep" 'disconnect on sleep' "$TG_OUT"
 
@@ -76,6 +84,12 @@ check_fails "tgs's provider was not stopped" test -e "$TG_HOOKS/tgs.stops"
 echo sleep >&7
 wait_for "logind's stand-in sent PrepareForSleep(true)" 5 said logind "sent sleep"
 wait_for "tgs's host exits" 30 tg_exited "$pid_tgs"
+check "the stand-in saw the inhibitor released" said logind "released sleep Tunnelgate delay"
+check_eq "systemd-inhibit --list: no inhibitor left" "No inhibitors." "$(inhibitors | tail -n 1)"
+check_match "tgs released it once its tunnel was down" 'the tunnel is down: released the delay inhibitor' "$(cat "$TG_TMP/tgs.log")"
+released_line=$(grep -n 'released the delay inhibitor' "$TG_TMP/tgs.log" | cut -d: -f1)
+stopped_line=$(grep -n 'stopTunnel: 15' "$TG_TMP/tgs.log" | head -n 1 | cut -d: -f1)
+check "... after the provider's stopTunnel(.sleep) in its log" test "${stopped_line:-999999}" -lt "${released_line:-0}"
 wait "$pid_tgs"
 check_eq "tgs's host ends (exit 0) when the host is about to sleep" 0 "$?"
 check_eq "tgs's provider saw stopTunnel once, reason 15 (NEProviderStopReason.sleep)" "stopTunnel 15" "$(cat "$TG_HOOKS/tgs.stops" 2>&1)"

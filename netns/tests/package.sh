@@ -116,6 +116,7 @@ check_match "… and the namespace reference's is podman inspect, nothing else" 
   "$(grep -oE 'capture\(\[.*' "$TG_ROOT/Sources/Session/NamespaceReference+Open.swift" | sed 's/^capture(//')"
 files=$(dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|; s|/$||' | grep -vx '')
 for f in /usr/sbin/tunnelgate /usr/sbin/tunnelgate-wireguard /usr/lib/systemd/system/tunnelgate@.service /usr/lib/systemd/system/tunnelgate-netns@.service \
+  /usr/lib/systemd/system/tunnelgate-on-demand@.service \
   /usr/share/man/man8/tunnelgate.8.gz /usr/share/man/man5/tunnelgate.json.5.gz \
   /usr/share/bash-completion/completions/tunnelgate /usr/share/zsh/vendor-completions/_tunnelgate \
   /usr/lib/tunnelgate/libTunnelgateExampleRuntime.so /etc/tunnelgate; do
@@ -207,7 +208,7 @@ check_eq "postinst made no user or group (the planes' uids need no account)" "" 
 
 # The units as installed: systemd-analyze verify loads them with the installed binary and man pages
 # (systemd is installed in the root but not running; verify needs neither a running manager nor PID 1).
-for unit in tunnelgate@wg0.service tunnelgate-netns@wg0.service; do
+for unit in tunnelgate@wg0.service tunnelgate-netns@wg0.service tunnelgate-on-demand@wg0.service; do
   tg_run in_root systemd-analyze verify "$unit"
   check_rc "systemd-analyze verify $unit passes (its ExecStart binary and man: pages found)" 0
   check_eq "… and prints nothing" "" "$TG_OUT$TG_ERR"
