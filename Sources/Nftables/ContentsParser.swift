@@ -220,17 +220,59 @@ struct ContentsParser {
     private mutating func takeElements(_ nlh: UnsafeMutablePointer<nlmsghdr>) {
         guard let s = nftnl_set_alloc() else { return }
         defer { nftnl_set_free(s) }
-        guard nftnl_set_elems_nlmsg_parse(nlh, s) >= 0, let t = nftnl_set_get_str(s, u16(NFTNL_SET_TABLE)),
+        // A copy whose element nests are all typed NFTA_LIST_ELEM: libnftnl 1.2 builds the n-th element's
+        // nest with type n (the kernel does not look), and its own parser refuses any type but
+        // NFTA_LIST_ELEM, so a plan's set of two elements or more was read back as none.
+        var message = Array(UnsafeRawBufferPointer(start: nlh, count: Int(nlh.pointee.nlmsg_len)))
+        Self.retypeElementNests(&message)
+        let parsed = message.withUnsafeMutableBytes { bytes in
+            nftnl_set_elems_nlmsg_parse(bytes.baseAddress!.assumingMemoryBound(to: nlmsghdr.self), s)
+        }
+        guard parsed >= 0, let t = nftnl_set_get_str(s, u16(NFTNL_SET_TABLE)),
               String(cString: t) == table, let n = nftnl_set_get_str(s, u16(NFTNL_SET_NAME)) else { return }
         let i = setIndex(String(cString: n))
-        guard let iterator = nftnl_set_elems_iter_create(s) else { return }
-        defer { nftnl_set_elems_iter_destroy(iterator) }
-        // _next hands out the first element, then each following one, then NULL.
-        while let element = nftnl_set_elems_iter_next(iterator) {
-            var length: UInt32 = 0
-            if let key = nftnl_set_elem_get(element, u16(NFTNL_SET_ELEM_KEY), &length), length <= 64 {
-                contents.sets[i].elements.append(Array(UnsafeRawBufferPointer(start: key, count: Int(length))))
+        // nftnl_set_elem_foreach walks the set's list itself: libnftnl 1.2's iterator (_iter_next) stops
+        // early or runs past the end of a list of several elements (a plan's set of two DNS servers read
+        // as none).
+        var keys: [[UInt8]] = []
+        _ = withUnsafeMutablePointer(to: &keys) { keysPointer in
+            nftnl_set_elem_foreach(s, { element, context in
+                var length: UInt32 = 0
+                if let element, let context, let key = nftnl_set_elem_get(element, u16(NFTNL_SET_ELEM_KEY), &length), length <= 64 {
+                    context.assumingMemoryBound(to: [[UInt8]].self).pointee
+                        .append(Array(UnsafeRawBufferPointer(start: key, count: Int(length))))
+                }
+                return 0
+            }, keysPointer)
+        }
+        contents.sets[i].elements += keys
+    }
+}
+
+extension ContentsParser {
+    /// Gives every nest inside a NEWSETELEM message's NFTA_SET_ELEM_LIST_ELEMENTS the type NFTA_LIST_ELEM
+    /// (keeping NLA_F_NESTED). Attributes that do not fit the message end the walk; nothing else changes.
+    static func retypeElementNests(_ message: inout [UInt8]) {
+        func u16(_ at: Int) -> Int { Int(message[at]) | Int(message[at + 1]) << 8 }
+        func align(_ n: Int) -> Int { (n + 3) & ~3 }
+        let headers = 16 + 4   // nlmsghdr, nfgenmsg
+        var at = headers
+        while at + 4 <= message.count {
+            let length = u16(at), type = u16(at + 2) & 0x3fff
+            guard length >= 4, at + length <= message.count else { return }
+            if type == Int(NFTA_SET_ELEM_LIST_ELEMENTS.rawValue) {
+                var inner = at + 4
+                while inner + 4 <= at + length {
+                    let innerLength = u16(inner)
+                    guard innerLength >= 4, inner + innerLength <= at + length else { return }
+                    let flags = u16(inner + 2) & 0xc000
+                    let retyped = flags | Int(NFTA_LIST_ELEM.rawValue)
+                    message[inner + 2] = UInt8(retyped & 0xff)
+                    message[inner + 3] = UInt8(retyped >> 8)
+                    inner += align(innerLength)
+                }
             }
+            at += align(length)
         }
     }
 }

@@ -37,6 +37,24 @@ final class TableContentsTests: XCTestCase {
         return out + a.unreadable + b.unreadable
     }
 
+    /// A set of several elements (a tunnel's two DNS servers) is several elements in the plan's contents
+    /// and in the read-back: public providers with two DNS servers failed their verification when the
+    /// plan's side read none.
+    func testASetOfSeveralElementsIsReadWholeFromThePlanAndFromTheKernel() {
+        inPrivateNetworkNamespace {
+            let table = NftablesSocketTests.table(carriers: ["198.18.0.10", "198.18.0.11", "198.18.0.12", "2001:db8::10", "2001:db8::11"].map { IPAddress($0)! })
+            let planned = table.contents
+            try Expect.expect(planned.set("carriers4")?.elements.count == 3, "the plan's contents hold 3 IPv4 elements: \(String(describing: planned.set("carriers4")))")
+            try Expect.expect(planned.set("carriers6")?.elements.count == 2, "the plan's contents hold 2 IPv6 elements: \(String(describing: planned.set("carriers6")))")
+            let nft = try NftablesSocket()
+            try nft.replace(table)
+            let read = try nft.contents(of: table.name)
+            try Expect.expect(read?.set("carriers4")?.elements.count == 3, "the kernel's answer holds 3 IPv4 elements")
+            let differences = read.map { Self.differences($0, planned) } ?? ["no table read back"]
+            try Expect.expect(differences.isEmpty, "read back equals the plan: \(differences)")
+        }
+    }
+
     func testTheReadBackOfAReplacedTableEqualsThePlansContents() {
         inPrivateNetworkNamespace {
             let nft = try NftablesSocket()
