@@ -7,7 +7,7 @@
 #                         /etc/wireguard/NAME.conf) and files
 #   down, status, message running tunnels (`tunnelgate status --json`, of --netns NS when given)
 #   secret                add, remove, list
-#   on-demand             nothing (no arguments)
+#   on-demand             --clean
 #   help                  subcommands
 # netns/tests/completion.sh checks the lists below against `tunnelgate help`.
 
@@ -25,6 +25,7 @@ _tunnelgate_options() {
   message) echo "--netns" ;;
   secret) echo "--replace" ;;
   metrics) echo "--listen --allow-non-loopback --netns --all-namespaces" ;;
+  on-demand) echo "--clean" ;;
   esac
 }
 
