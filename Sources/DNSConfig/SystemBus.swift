@@ -53,6 +53,36 @@ final class SystemBus {
     /// and waits (at most `timeout` seconds) for the reply's values.
     func call(_ destination: String, _ path: String, _ interface: String, _ member: String,
               _ arguments: [DBusValue] = []) throws(SystemBusError) -> [DBusValue] {
+        try exchange(destination, path, interface, member, arguments) { reply, operation throws(SystemBusError) in
+            do throws(SystemBusError.Reason) {
+                return try Self.readAll(reply)
+            } catch {
+                throw SystemBusError(operation, error)
+            }
+        }
+    }
+
+    /// A call whose reply is one file descriptor (type `h`, logind's Inhibit): a close-on-exec copy,
+    /// the caller's to close (the reply's own is closed with the reply).
+    func callReturningDescriptor(_ destination: String, _ path: String, _ interface: String, _ member: String,
+                                 _ arguments: [DBusValue]) throws(SystemBusError) -> FileDescriptor {
+        try exchange(destination, path, interface, member, arguments) { reply, operation throws(SystemBusError) in
+            var fd: Int32 = -1
+            let rc = sd_bus_message_read_basic(reply, Self.typeCode("h"), &fd)
+            guard rc > 0, fd >= 0 else { throw SystemBusError(operation, .unexpectedReply("no file descriptor in the reply")) }
+            do throws(SystemCallError) {
+                return try FileDescriptor(rawValue: fd).duplicate(atLeast: 3)
+            } catch {
+                throw SystemBusError(operation + ": keeping the descriptor", .local(error.errno))
+            }
+        }
+    }
+
+    /// The method call both of the above make: builds it, waits for the reply (or the error's name and
+    /// message), and hands the reply, valid only during `read`, with the operation's description to `read`.
+    private func exchange<T>(_ destination: String, _ path: String, _ interface: String, _ member: String,
+                             _ arguments: [DBusValue],
+                             read: (OpaquePointer, String) throws(SystemBusError) -> T) throws(SystemBusError) -> T {
         let operation = "\(interface).\(member)(\(arguments.map(\.description).joined(separator: ", ")))"
         if let problem = arguments.lazy.compactMap(\.problem).first {
             preconditionFailure("\(operation): \(problem): a bug in Tunnelgate")
@@ -77,46 +107,7 @@ final class SystemBus {
             }
             throw SystemBusError(operation, .local(Errno(rawValue: -rc)))
         }
-        do throws(SystemBusError.Reason) {
-            return try Self.readAll(reply)
-        } catch {
-            throw SystemBusError(operation, error)
-        }
-    }
-
-    /// A call whose reply is one file descriptor (type `h`, logind's Inhibit): a close-on-exec copy,
-    /// the caller's to close (the reply's own is closed with the reply).
-    func callReturningDescriptor(_ destination: String, _ path: String, _ interface: String, _ member: String,
-                                 _ arguments: [DBusValue]) throws(SystemBusError) -> FileDescriptor {
-        let operation = "\(interface).\(member)(\(arguments.map(\.description).joined(separator: ", ")))"
-        var message: OpaquePointer?
-        var rc = sd_bus_message_new_method_call(bus, &message, destination, path, interface, member)
-        guard rc >= 0, let message else { throw SystemBusError(operation, .local(Errno(rawValue: -rc))) }
-        defer { sd_bus_message_unref(message) }
-        for argument in arguments {
-            rc = Self.append(argument, to: message)
-            guard rc >= 0 else { throw SystemBusError(operation + ": building the message", .local(Errno(rawValue: -rc))) }
-        }
-        var error = sd_bus_error(name: nil, message: nil, _need_free: 0)
-        defer { sd_bus_error_free(&error) }
-        var reply: OpaquePointer?
-        rc = sd_bus_call(bus, message, Self.microseconds(timeout), &error, &reply)
-        defer { if let reply { sd_bus_message_unref(reply) } }
-        guard rc >= 0, let reply else {
-            if let name = error.name {
-                throw SystemBusError(operation, .remote(name: String(cString: name),
-                                                        message: error.message.map { String(cString: $0) } ?? ""))
-            }
-            throw SystemBusError(operation, .local(Errno(rawValue: -rc)))
-        }
-        var fd: Int32 = -1
-        rc = sd_bus_message_read_basic(reply, Self.typeCode("h"), &fd)
-        guard rc > 0, fd >= 0 else { throw SystemBusError(operation, .unexpectedReply("no file descriptor in the reply")) }
-        do throws(SystemCallError) {
-            return try FileDescriptor(rawValue: fd).duplicate(atLeast: 3)
-        } catch {
-            throw SystemBusError(operation + ": keeping the descriptor", .local(error.errno))
-        }
+        return try read(reply, operation)
     }
 
     /// A call to the bus daemon itself (org.freedesktop.DBus).
