@@ -74,12 +74,9 @@ public final class TunnelgateOnDemandWatcher {
     public func run(signals: FileDescriptor) throws(SystemCallError) -> Int32 {
         // Links, addresses, routes (and rules: a tunnel's own come and go; judged the same, harmlessly).
         let events = try NetlinkSocket(monitoring: NetlinkSocket.linkAddressRuleAndRouteGroups)
-        let preferencesDirectory: String
-        do throws(NEVPNError) { preferencesDirectory = (try NEVPNPreferences.path as NSString).deletingLastPathComponent } catch {
-            throw SystemCallError(refusing: "the preferences: \(error.message)")
-        }
+        let preferencesDirectory = try Self.preferencesDirectory()
         // One watcher per namespace: two would each start the same tunnels.
-        let lockPath = "\(preferencesDirectory)/on-demand.lock"
+        let lockPath = Self.lockPath(in: preferencesDirectory)
         guard let lock = try FileLock.tryAcquire(lockPath) else {
             throw SystemCallError(refusing: "another `tunnelgate on-demand` watches this namespace's configurations (it holds \(lockPath))")
         }
@@ -233,14 +230,21 @@ public final class TunnelgateOnDemandWatcher {
 
     // MARK: evaluateConnection
 
+    /// The directory of this namespace's saved configurations, where the watcher's lock and journal live.
+    static func preferencesDirectory() throws(SystemCallError) -> String {
+        do throws(NEVPNError) { return (try NEVPNPreferences.path as NSString).deletingLastPathComponent } catch {
+            throw SystemCallError(refusing: "the preferences: \(error.message)")
+        }
+    }
+
+    /// The lock the one watcher of a namespace holds.
+    static func lockPath(in directory: String) -> String { "\(directory)/on-demand.lock" }
+
     /// What a watcher that did not stop left in this namespace (the DNS watch's table, by its journal)
     /// removed; nil when there was nothing. Refused while a watcher runs (it holds the lock).
     public static func clean() throws(SystemCallError) -> String? {
-        let directory: String
-        do throws(NEVPNError) { directory = (try NEVPNPreferences.path as NSString).deletingLastPathComponent } catch {
-            throw SystemCallError(refusing: "the preferences: \(error.message)")
-        }
-        let lockPath = "\(directory)/on-demand.lock"
+        let directory = try Self.preferencesDirectory()
+        let lockPath = Self.lockPath(in: directory)
         guard let lock = try FileLock.tryAcquire(lockPath) else {
             throw SystemCallError(refusing: "a `tunnelgate on-demand` runs in this namespace (it holds \(lockPath)); it removes its own")
         }
