@@ -196,7 +196,7 @@ void er_arglist_free(er_arglist *list) {
 /* ---- options ------------------------------------------------------------------------------------ */
 
 typedef enum { OPT_BIND, OPT_PEER, OPT_QUEUE, OPT_SILENCE, OPT_KEEPALIVE, OPT_FWMARK, OPT_FAIL_START,
-               OPT_TUN_MTU, OPT_TUN_FD, OPT_DIRECT_SEND, OPT_START_DELAY, OPT_NOTE, OPT_COUNT } option_id;
+               OPT_TUN_MTU, OPT_TUN_FD, OPT_DIRECT_SEND, OPT_START_DELAY, OPT_START_SILENT, OPT_NOTE, OPT_COUNT } option_id;
 
 static const struct {
     const char *name;
@@ -214,6 +214,7 @@ static const struct {
     {"--tun-fd", OPT_TUN_FD, 0, INT32_MAX},
     {"--direct-send", OPT_DIRECT_SEND, 0, ER_DIRECT_SEND_MAX},
     {"--start-delay-ms", OPT_START_DELAY, 0, ER_INTERVAL_MAX_MS},
+    {"--start-silent", OPT_START_SILENT, 0, 1},
     {"--note", OPT_NOTE, 0, 0},
 };
 
@@ -358,7 +359,7 @@ int er_config_parse(const er_arglist *list, er_config *cfg, er_text *err) {
             er_text_puts(err, "unknown argument ");
             er_text_quote_arg(err, arg);
             er_text_puts(err, " (known: --bind, --peer, --queue, --silence-ms, --keepalive-ms, --fwmark, "
-                              "--direct-send, --fail-start, --start-delay-ms, --note, --tun-mtu, --tun-fd)");
+                              "--direct-send, --fail-start, --start-delay-ms, --start-silent, --note, --tun-mtu, --tun-fd)");
             return -1;
         }
         const char *name = options[k].name;
@@ -397,6 +398,7 @@ int er_config_parse(const er_arglist *list, er_config *cfg, er_text *err) {
         case OPT_TUN_FD: cfg->tun_fd = (int)n; break;
         case OPT_DIRECT_SEND: cfg->direct_send = (uint32_t)n; break;
         case OPT_START_DELAY: cfg->start_delay_ms = (uint32_t)n; break;
+        case OPT_START_SILENT: cfg->start_silent = n == 1; break;
         case OPT_NOTE: cfg->note = value; break;
         case OPT_COUNT: break;
         }

@@ -56,6 +56,8 @@ typedef struct {
                                      caller's thread while the sender is idle; 0: never */
     const char *fail_start;       /* points into the er_arglist; NULL unless --fail-start */
     uint32_t start_delay_ms;      /* test hook: stay "starting" this long after start */
+    bool start_silent;            /* test hook (--start-silent 1): the silence is already over at start, so
+                                     status says reconnecting until the first authentic datagram */
     const char *note;             /* test hook: points into the er_arglist; status shows it as "note" */
 } er_config;
 

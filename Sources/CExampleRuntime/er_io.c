@@ -349,7 +349,7 @@ void *er_sender_main(void *arg) {
         int64_t until = er_now_ms() + rt->start_delay_ms;
         for (int64_t left; (left = until - er_now_ms()) > 0;)
             if (poll(fds, 1, (int)left) > 0) break;
-        atomic_store_explicit(&rt->last_rx_ms, er_now_ms(), memory_order_relaxed);
+        atomic_store_explicit(&rt->last_rx_ms, er_silence_origin(rt, er_now_ms()), memory_order_relaxed);
     }
     thread_up(rt);
     for (;;) {

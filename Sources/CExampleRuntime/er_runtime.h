@@ -101,6 +101,7 @@ typedef struct er_runtime {
     uint32_t direct_send;    /* --direct-send N: packet_in_batch calls of at most N packets may be sealed and
                                 sent on the caller's thread */
     uint32_t start_delay_ms; /* test hook (--start-delay-ms): the sender comes up this much later */
+    bool start_silent;       /* test hook (--start-silent 1): reconnecting until the peer is first heard */
     tunnelgate_runtime_writer writer;
     void *context;
     uint8_t *key;            /* sodium_malloc'd: locked, guarded, zeroed and freed by stop */
@@ -142,6 +143,12 @@ ER_HIDDEN void *er_receiver_main(void *rt);
 ER_HIDDEN void er_runtime_fail(er_runtime *rt, const char *message);
 
 /* True once stop or a failure began: threads finish up, the writer is not called any more. */
+/* Where silence counts from when the runtime comes up: now, or (--start-silent 1) a moment already past the
+   silence, so that no status poll, however soon, sees "ready" before the peer has been heard. */
+static inline int64_t er_silence_origin(const er_runtime *rt, int64_t now) {
+    return rt->start_silent ? now - (int64_t)rt->silence_ms - 1 : now;
+}
+
 static inline bool er_halting(er_runtime *rt) {
     return atomic_load_explicit(&rt->state, memory_order_acquire) >= ER_FAILED;
 }

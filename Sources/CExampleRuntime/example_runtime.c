@@ -239,6 +239,7 @@ static int32_t start_runtime(const char *args_json, const char *secret, tunnelga
     rt->tun_fd = cfg.tun_fd;
     rt->direct_send = cfg.direct_send;
     rt->start_delay_ms = cfg.start_delay_ms;
+    rt->start_silent = cfg.start_silent;
     memcpy(rt->note, note, sizeof(rt->note));
     rt->writer = cfg.tun_fd < 0 ? writer : NULL;
     rt->context = context;
@@ -266,7 +267,7 @@ static int32_t start_runtime(const char *args_json, const char *secret, tunnelga
     if (rc == TUNNELGATE_RUNTIME_OK) rc = open_socket(rt, &cfg, err);
     if (rc == TUNNELGATE_RUNTIME_OK) {
         int64_t now = er_now_ms();
-        atomic_init(&rt->last_rx_ms, now);                              /* silence counts from start */
+        atomic_init(&rt->last_rx_ms, er_silence_origin(rt, now));       /* silence counts from start */
         atomic_init(&rt->last_tx_ms, now - (int64_t)rt->keepalive_ms); /* first keepalive at once */
         rc = start_threads(rt, err);
     }

@@ -1074,6 +1074,38 @@ out:
     sink_free(&sa);
 }
 
+/* --start-silent 1 (a test hook): the silence is already over at start, so the very first status poll says
+ * reconnecting (with its interface), whatever the timing; the peer's first keepalive makes it ready. Without
+ * it a first poll within --silence-ms of start says ready. */
+static void test_start_silent(void) {
+    sink sa, sb, sc;
+    sink_init(&sa);
+    sink_init(&sb);
+    sink_init(&sc);
+    unsigned pa = free_port(), pb = free_port(), pc = free_port();
+    void *a = start_ok("A (--start-silent 1)", &sa, secret, "--bind", addr(pa), "--peer", addr(pb),
+                       "--start-silent", "1", "--keepalive-ms", "50", NULL);
+    void *c = start_ok("C (no --start-silent)", &sc, secret, "--bind", addr(pc), "--peer", addr(free_port()), NULL);
+    void *b = NULL;
+    if (a == NULL || c == NULL) goto out;
+    check(state_is(a, "reconnecting") && field_is(a, "interface", "example-udp"),
+          "--start-silent 1: reconnecting with its interface at the first poll");
+    check(state_is(c, "ready"), "without it: ready at the first poll (--silence-ms 3000 not over)");
+    b = start_ok("B (A's peer)", &sb, secret, "--bind", addr(pb), "--peer", addr(pa), "--keepalive-ms", "50", NULL);
+    if (b == NULL) goto out;
+    check(WAIT_FOR(state_is(a, "ready")), "A turns ready once it hears B");
+out:
+    if (a != NULL) lib.stop(a);
+    if (b != NULL) lib.stop(b);
+    if (c != NULL) lib.stop(c);
+    atomic_store(&sa.closed, true);
+    atomic_store(&sb.closed, true);
+    atomic_store(&sc.closed, true);
+    sink_free(&sa);
+    sink_free(&sb);
+    sink_free(&sc);
+}
+
 static void test_fd_path(void) {
     sink sh;
     sink_init(&sh);
@@ -1277,6 +1309,7 @@ int main(int argc, char **argv) {
         test_garbage_and_wire_format();
         test_reconnect_and_stop();
         test_invalid_state_while_starting();
+        test_start_silent();
         test_fd_path();
         test_stop_under_load();
         test_start_stop_cycles();
