@@ -142,7 +142,7 @@ let package = Package(
         .testTarget(name: "LabTests", dependencies: ["Lab", "TunnelgateSettings"]),
         .testTarget(name: "MetricsTests", dependencies: ["Metrics", "Engine", "LinuxSystem", "TunnelgateSettings"]),
         .testTarget(name: "CNITests", dependencies: ["CNI", "TunnelgateSettings"]),
-        .testTarget(name: "WireGuardTests", dependencies: ["WireGuard", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateTestSupport"]),
+        .testTarget(name: "WireGuardTests", dependencies: ["WireGuard", "CTransportAEAD", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateTestSupport"]),
         .testTarget(name: "PacketPlaneTests", dependencies: ["PacketPlane", "RuntimeABI", "TUN", "TunnelgateTestSupport"]),
     ]
 )

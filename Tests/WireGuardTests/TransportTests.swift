@@ -1,3 +1,4 @@
+import CTransportAEAD
 import WireGuard
 import XCTest
 
@@ -130,6 +131,53 @@ final class TransportTests: XCTestCase {
                 flipped[bit / 8] ^= 1 << (bit % 8)
                 XCTAssertNil(decode(flipped), "a flipped bit \(bit) fails, \(length) bytes")
             }
+        }
+    }
+    /// The two ways a context runs the cipher, the provider's functions called directly and EVP, each
+    /// seal as libsodium seals and open what it sealed, at lengths around the cipher's 64-byte blocks and
+    /// Poly1305's 16, with counters that use every nonce byte; a flipped bit of ciphertext or tag, the
+    /// wrong counter, and a context of the other direction all fail. On this machine's libcrypto the
+    /// provider path is the one `tg_transport_aead_new` takes.
+    func testTransportAEADPathsMatchLibsodium() throws {
+        XCTAssertEqual(tg_transport_aead_provider_available(), 1, "libcrypto's provider publishes ChaCha20-Poly1305's functions")
+        let key = (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
+        let paths: [(String, (UnsafePointer<UInt8>, Int32) -> OpaquePointer?)] = [
+            ("provider", { tg_transport_aead_new($0, $1) }), ("EVP", { tg_transport_aead_new_through_evp($0, $1) }),
+        ]
+        for (name, make) in paths {
+            let sealing = try XCTUnwrap(key.withUnsafeBufferPointer { make($0.baseAddress!, 1) }, name)
+            let opening = try XCTUnwrap(key.withUnsafeBufferPointer { make($0.baseAddress!, 0) }, name)
+            defer {
+                tg_transport_aead_free(sealing)
+                tg_transport_aead_free(opening)
+            }
+            for (i, length) in [0, 1, 15, 16, 17, 63, 64, 65, 1_420, 1_424, 9_000].enumerated() {
+                let counter: UInt64 = i == 0 ? 0 : 0xF1E2_D3C4_B5A6_9788 &+ UInt64(i)
+                let plaintext = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ i) }
+                var buffer = plaintext + [UInt8](repeating: 0, count: 16)
+                let sealed = buffer.withUnsafeMutableBufferPointer { tg_transport_aead_seal(sealing, counter, $0.baseAddress!, length) }
+                XCTAssertEqual(sealed, length + 16, "\(name): sealed \(length) bytes")
+                XCTAssertEqual(buffer, WireGuardCrypto.seal(key: key, counter: counter, plaintext: plaintext),
+                               "\(name): sealed as libsodium seals, \(length) bytes")
+                func open(_ bytes: [UInt8], counter: UInt64, with context: OpaquePointer) -> [UInt8]? {
+                    var copy = bytes
+                    let n = copy.withUnsafeMutableBufferPointer { tg_transport_aead_open(context, counter, $0.baseAddress!, bytes.count) }
+                    return n < 0 ? nil : Array(copy[..<n])
+                }
+                XCTAssertEqual(open(buffer, counter: counter, with: opening), plaintext, "\(name): opens it, \(length) bytes")
+                XCTAssertNil(open(buffer, counter: counter &+ 1, with: opening), "\(name): another counter fails, \(length) bytes")
+                XCTAssertNil(open(buffer, counter: counter, with: sealing), "\(name): a sealing context opens nothing")
+                for bit in Set([0, buffer.count * 4 + 3, buffer.count * 8 - 1]) {
+                    var flipped = buffer
+                    flipped[bit / 8] ^= 1 << (bit % 8)
+                    XCTAssertNil(open(flipped, counter: counter, with: opening), "\(name): bit \(bit) flipped fails, \(length) bytes")
+                }
+            }
+            var short = [UInt8](repeating: 0, count: 15)
+            XCTAssertEqual(short.withUnsafeMutableBufferPointer { tg_transport_aead_open(opening, 0, $0.baseAddress!, 15) }, -1,
+                           "\(name): shorter than a tag")
+            XCTAssertEqual(short.withUnsafeMutableBufferPointer { tg_transport_aead_seal(opening, 0, $0.baseAddress!, 0) }, 0,
+                           "\(name): an opening context seals nothing")
         }
     }
 }
