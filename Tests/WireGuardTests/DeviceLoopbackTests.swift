@@ -146,6 +146,9 @@ final class DeviceLoopbackTests: XCTestCase {
         XCTAssertEqual([sa.counters.packetsSent, sa.counters.packetsReceived], [2, 2])
         XCTAssertEqual([sb.counters.packetsSent, sb.counters.packetsReceived], [2, 2])
         XCTAssertEqual(sb.counters.bytesReceived, UInt64(first.count + more6.count))
+        // Each of these small receives, with nothing on the TUN, was followed by the moderation wait.
+        XCTAssertGreaterThanOrEqual(sa.counters.moderatedReceives, 1, "A waited after a small receive")
+        XCTAssertGreaterThanOrEqual(sb.counters.moderatedReceives, 2, "B waited after its small receives")
         XCTAssertEqual(sb.peers.first?.endpoint, p.bindA.endpoint(carrier), "B learnt A's endpoint from the handshake (roaming)")
         XCTAssertEqual(sa.peers.first?.hasSession, true)
         XCTAssertEqual(p.network.undeliverable, 0)

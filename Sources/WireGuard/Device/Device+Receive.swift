@@ -9,10 +9,13 @@ import TunnelgateSettings
 extension WireGuardDevice {
     /// Up to two recvmmsg batches per wake-up, so the TUN side gets its turn. What a batch decrypted
     /// goes to the TUN as one batch write before the next recvmmsg reuses its slots.
-    func receiveDatagrams(_ family: IPFamily, now: Double) {
+    @discardableResult
+    func receiveDatagrams(_ family: IPFamily, now: Double) -> Int {
+        var total = 0
         for _ in 0..<2 {
             let n = bind.receive(family, into: received)
-            guard n > 0 else { return }
+            total += n
+            guard n > 0 else { return total }
             // On both threads when the device is saturated: every transport message of the batch is
             // checked here first, opened in two halves at once, and then taken in order.
             let split = cryptoWorker != nil && splitsCrypto(messages(in: n))
@@ -36,8 +39,9 @@ extension WireGuardDevice {
             }
             if split { openStaged(now: now) }
             flushTunWrites()
-            if n < DatagramBatch.capacity { return }
+            if n < DatagramBatch.capacity { return total }
         }
+        return total
     }
 
     /// The messages the `n` datagrams just received hold (a merged run counts its segments).
