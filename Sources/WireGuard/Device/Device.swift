@@ -133,7 +133,8 @@ public final class WireGuardDevice: @unchecked Sendable {
     /// session 9): current wireguard-go sending UDP to this device delivered 66,000–74,000 packets in
     /// 5 s without it and 103,000–168,000 with 50 µs, where wireguard-go ⇄ itself delivered
     /// 83,000–98,000. What was received is already on the TUN before the wait; a wake-up that found
-    /// TUN packets, a full batch, a stop or a handshake does not wait.
+    /// TUN packets (when it polled, or when it is about to wait), a full batch, a stop or a handshake
+    /// does not wait.
     static let receiveModeration = 50e-6
     static let moderatedBelow = 16
 
@@ -434,7 +435,10 @@ public final class WireGuardDevice: @unchecked Sendable {
                 publish()
                 answered.store(asked, ordering: .releasing)
             }
-            if received > 0, received < Self.moderatedBelow, !tunReadable, !woken {
+            // The TUN is asked again: what this wake-up wrote to it may already have been answered
+            // (a TCP receiver's ACKs), and those go out now, not after the wait.
+            if received > 0, received < Self.moderatedBelow, !tunReadable, !woken,
+               (try? Poll.readable(tun.readiness, timeoutMilliseconds: 0)) == false {
                 counters.moderatedReceives += 1
                 ProcessControl.sleep(seconds: Self.receiveModeration)
             }
