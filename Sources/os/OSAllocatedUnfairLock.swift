@@ -1,5 +1,4 @@
-import Glibc
-import Synchronization
+import LinuxSystem
 
 /// OSAllocatedUnfairLock (Apple's `os`, iOS 16 / macOS 13): a lock that owns the state it protects,
 /// in an allocation of its own, so copies of the struct share one lock and one state. Providers use it
@@ -105,57 +104,18 @@ extension OSAllocatedUnfairLock where State == () {
 }
 
 extension OSAllocatedUnfairLock {
-    /// The allocation: the mutex (at a fixed address, as pthread requires), the state, and the owner.
+    /// The allocation: the mutex (LinuxSystem's OwnedMutex: error-checking, knows its holder) and the state.
     final class Storage {
-        private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+        private let mutex = OwnedMutex(label: "OSAllocatedUnfairLock")
         var state: State
-        /// The holder's pthread_self(), 0 while nobody holds the lock. Written only by the holder.
-        private let owner = Atomic<UInt>(0)
 
         init(_ initialState: State) {
             state = initialState
-            mutex = .allocate(capacity: 1)
-            var attributes = pthread_mutexattr_t()
-            pthread_mutexattr_init(&attributes)
-            pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK))
-            let rc = pthread_mutex_init(mutex, &attributes)
-            pthread_mutexattr_destroy(&attributes)
-            guard rc == 0 else { fatalError("OSAllocatedUnfairLock: pthread_mutex_init: \(String(cString: strerror(rc)))") }
         }
 
-        deinit {
-            pthread_mutex_destroy(mutex)
-            mutex.deallocate()
-        }
-
-        var ownedByCaller: Bool { owner.load(ordering: .relaxed) == UInt(pthread_self()) }
-
-        func lock() {
-            let rc = pthread_mutex_lock(mutex)
-            if rc == EDEADLK {
-                fatalError("OSAllocatedUnfairLock: the calling thread locked the lock it already holds (it is not recursive)")
-            }
-            guard rc == 0 else { fatalError("OSAllocatedUnfairLock: pthread_mutex_lock: \(String(cString: strerror(rc)))") }
-            owner.store(UInt(pthread_self()), ordering: .relaxed)
-        }
-
-        func tryLock() -> Bool {
-            let rc = pthread_mutex_trylock(mutex)
-            guard rc == 0 else {
-                if rc == EBUSY { return false }
-                fatalError("OSAllocatedUnfairLock: pthread_mutex_trylock: \(String(cString: strerror(rc)))")
-            }
-            owner.store(UInt(pthread_self()), ordering: .relaxed)
-            return true
-        }
-
-        func unlock() {
-            guard ownedByCaller else {
-                fatalError("OSAllocatedUnfairLock: unlocked by a thread that does not hold it")
-            }
-            owner.store(0, ordering: .relaxed)
-            let rc = pthread_mutex_unlock(mutex)
-            guard rc == 0 else { fatalError("OSAllocatedUnfairLock: pthread_mutex_unlock: \(String(cString: strerror(rc)))") }
-        }
+        var ownedByCaller: Bool { mutex.ownedByCaller }
+        func lock() { mutex.lock() }
+        func tryLock() -> Bool { mutex.tryLock() }
+        func unlock() { mutex.unlock() }
     }
 }
