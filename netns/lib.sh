@@ -930,6 +930,40 @@ tg_leak_generate_start() {
   _tg_poll 10 bash -c "[ -s '$TG_TMP/leak-gen.progress' ] || ! kill -0 $TG_LEAK_GEN_PID"
 }
 
+# tg_order_watch NAME [PHASE]: starts leak_traffic.py's watch of which the kernel has first, NAME's TUN or
+# its kill switch table (inet tunnelgate-NAME), in C, and waits until it listens; tg_order_result waits for
+# its verdict and sets $TG_ORDER to it ("table first", "interface first", "neither proven (both within one
+# look)"). Not in a command substitution: a subshell cannot wait for the watch, the shell's child.
+tg_order_watch() {
+  rm -f "$TG_TMP/order.ready"
+  ip netns exec "$NS_C" python3 "$TG_LEAK_TOOL" order "$1" "tunnelgate-$1" --ready "$TG_TMP/order.ready" \
+    --max-seconds 20 >"$TG_TMP/order.out" 2>&1 &
+  _TG_ORDERER=$!
+  wait_for "${2:-[during up]} the watch for which comes first, the TUN or the kill switch, listens" 5 \
+    test -s "$TG_TMP/order.ready"
+}
+tg_order_result() {
+  wait "$_TG_ORDERER" 2>/dev/null
+  TG_ORDER=$(cat "$TG_TMP/order.out")
+}
+
+# tg_order_settle NAME DOWN UP: the verdict in $TG_ORDER, made conclusive. Which came first is proven only
+# when the watch saw one without the other; both within one of its looks (it was scheduled out between
+# them, as under CI's load) proves nothing either way. Then NAME is taken down (the function DOWN, given
+# "order, attempt N") and up (UP, given "[order, attempt N]") again under a new watch, at most four more
+# times, until a look tells. A look that tells still says "interface first" when the TUN comes first,
+# and five that do not leave "neither proven".
+tg_order_settle() {
+  local name=$1 down=$2 up=$3 attempt
+  for attempt in 2 3 4 5; do
+    [ "$TG_ORDER" = "neither proven (both within one look)" ] || return 0
+    "$down" "order, attempt $attempt"
+    tg_order_watch "$name" "[order, attempt $attempt]"
+    "$up" "[order, attempt $attempt]"
+    tg_order_result
+  done
+}
+
 # tg_leak_generated_rounds: how many rounds the background generator has finished.
 tg_leak_generated_rounds() {
   cat "$TG_TMP/leak-gen.progress" 2>/dev/null || echo 0

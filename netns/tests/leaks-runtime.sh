@@ -110,11 +110,7 @@ config_a "$TG_TMP/ks.json" "" "$KS"
 tg_leak_generate_start
 # Counted from the moment the kill switch exists (before that nothing promises anything). And the kill
 # switch must come first: leak_traffic.py order tells which of the TUN and the table the kernel had first.
-rm -f "$TG_TMP/order.ready"
-in_c python3 "$TG_LEAK_TOOL" order tga "tunnelgate-tga" --ready "$TG_TMP/order.ready" --max-seconds 20 \
-  >"$TG_TMP/order.out" 2>&1 &
-orderer=$!
-wait_for "[during up] the watch for which comes first, the TUN or the kill switch, listens" 5 test -s "$TG_TMP/order.ready"
+tg_order_watch tga
 tg_c up "$TG_TMP/ks.json" --detach >"$TG_TMP/up.out" 2>&1 &
 upper=$!
 wait_for "[during up] the kill switch table appears" 10 ks_present
@@ -123,27 +119,15 @@ wait "$upper" && up_rc=0 || up_rc=$?
 check_eq "[during up] up --detach with includeAllNetworks exits 0" 0 "$up_rc" || _tg_detail "$(cat "$TG_TMP/up.out")"
 wait_for "[during up] tga is connected" 10 status_is connected
 tg_leak_generate_stop "[during up] the generator ran through up"
-wait "$orderer" 2>/dev/null
+tg_order_result
 no_leak "during up"
-# Which came first is proven only when the watch saw one without the other. Both within one of its looks
-# (it was scheduled out between them, as under CI's load) proves nothing either way: then tga goes down
-# and up again with a new watch, at most four more times, until a look tells.
-order=$(cat "$TG_TMP/order.out")
-for attempt in 2 3 4 5; do
-  [ "$order" = "neither proven (both within one look)" ] || break
-  down_a "order, attempt $attempt"
-  rm -f "$TG_TMP/order.ready"
-  in_c python3 "$TG_LEAK_TOOL" order tga "tunnelgate-tga" --ready "$TG_TMP/order.ready" --max-seconds 20 \
-    >"$TG_TMP/order.out" 2>&1 &
-  orderer=$!
-  wait_for "[order, attempt $attempt] the watch listens" 5 test -s "$TG_TMP/order.ready"
+up_ks() {
   tg_run tg_c up "$TG_TMP/ks.json" --detach
-  check_rc "[order, attempt $attempt] tga up" 0
-  wait "$orderer" 2>/dev/null
-  order=$(cat "$TG_TMP/order.out")
-  wait_for "[order, attempt $attempt] tga is connected" 10 status_is connected
-done
-check_eq "[during up] the kill switch table was there before the TUN" "table first" "$order"
+  check_rc "$1 tga up" 0
+  wait_for "$1 tga is connected" 10 status_is connected
+}
+tg_order_settle tga down_a up_ks
+check_eq "[during up] the kill switch table was there before the TUN" "table first" "$TG_ORDER"
 
 # --- steady ---------------------------------------------------------------------------------------------------
 tg_lab_leaks_reset

@@ -272,11 +272,7 @@ export TG_ENV=TUNNELGATE_WIREGUARD_TEST_TIME_SCALE=0.02
 tg_leak_generate_start
 # Counted from the moment the kill switch exists (before that nothing promises anything). And the kill
 # switch must come first: leak_traffic.py order tells which of the TUN and the table the kernel had first.
-rm -f "$TG_TMP/order.ready"
-in_c python3 "$TG_LEAK_TOOL" order "$TGW" "tunnelgate-$TGW" --ready "$TG_TMP/order.ready" --max-seconds 20 \
-  >"$TG_TMP/order.out" 2>&1 &
-orderer=$!
-wait_for "[during up] the watch for which comes first, the TUN or the kill switch, listens" 5 test -s "$TG_TMP/order.ready"
+tg_order_watch "$TGW"
 tg_c up "$TG_TMP/ks.json" --detach >"$TG_TMP/up.out" 2>&1 &
 upper=$!
 wait_for "[during up] the kill switch table appears" 10 ks_present
@@ -285,9 +281,16 @@ wait "$upper" && up_rc=0 || up_rc=$?
 check_eq "[during up] up --detach with includeAllNetworks exits 0" 0 "$up_rc" || _tg_detail "$(cat "$TG_TMP/up.out")"
 wait_for "[during up] the tunnel is connected" 10 status_is connected
 tg_leak_generate_stop "[during up] the generator ran through up"
-wait "$orderer" 2>/dev/null
-check_eq "[during up] the kill switch table was there before the TUN" "table first" "$(cat "$TG_TMP/order.out")"
+tg_order_result
 no_leak "during up"
+up_ks() {
+  tg_run tg_c up "$TG_TMP/ks.json" --detach
+  check_rc "$1 up" 0
+  wait_for "$1 the tunnel is connected" 10 status_is connected
+}
+down_order() { down_c "[$1] down"; }
+tg_order_settle "$TGW" down_order up_ks
+check_eq "[during up] the kill switch table was there before the TUN" "table first" "$TG_ORDER"
 ks_content >"$TG_TMP/ks-content.json"
 
 # --- steady state ---------------------------------------------------------------------------------------------
