@@ -125,17 +125,17 @@ public final class WireGuardDevice: @unchecked Sendable {
 
     /// Receive moderation, as a NIC's interrupt moderation (rx-usecs): after a wake-up that received
     /// fewer than `moderatedBelow` messages from its sockets (a run UDP_GRO merged counts once) and
-    /// found nothing to read from the TUN, the device thread
-    /// sleeps this long before it polls again. A thread that drains its socket faster than the peer
-    /// fills it otherwise sleeps in poll(2) after every few datagrams, and each datagram that arrives
-    /// then wakes it: the wake-up is paid by whoever delivered the datagram (the sender's softirq on
-    /// a veth, or a NIC's), which is the peer sending as fast as it can. Measured (docs/performance.md,
-    /// session 9): current wireguard-go sending UDP to this device delivered 66,000–74,000 packets in
-    /// 5 s without it and 103,000–168,000 with 50 µs, where wireguard-go ⇄ itself delivered
-    /// 83,000–98,000. What was received is already on the TUN before the wait; a wake-up that found
-    /// TUN packets (when it polled, or when it is about to wait), a full batch, a stop or a handshake
-    /// does not wait.
+    /// found nothing to read from the TUN, the device thread waits up to this long before it polls its
+    /// sockets again. A thread that drains its socket faster than the peer fills it otherwise sleeps
+    /// in poll(2) after every few datagrams, and each datagram that arrives then wakes it: the wake-up
+    /// is paid by whoever delivered the datagram (the sender's softirq on a veth, or a NIC's), which
+    /// is the peer sending as fast as it can. Measured (docs/performance.md, session 9): current
+    /// wireguard-go sending UDP to this device delivered 66,000–74,000 packets in 5 s without it and
+    /// 103,000–168,000 with 50 µs, where wireguard-go ⇄ itself delivered 83,000–98,000. What was
+    /// received is already on the TUN before the wait; a full batch, a stop or a handshake does not
+    /// wait, and a TUN packet or a wake-up ends the wait at once.
     static let receiveModeration = 50e-6
+    static let receiveModerationNanoseconds = Int64(receiveModeration * 1e9)
     static let moderatedBelow = 16
 
     // Buffers: datagrams in (one recvmmsg), datagrams out per socket family (one sendmmsg each), TUN
@@ -435,12 +435,16 @@ public final class WireGuardDevice: @unchecked Sendable {
                 publish()
                 answered.store(asked, ordering: .releasing)
             }
-            // The TUN is asked again: what this wake-up wrote to it may already have been answered
-            // (a TCP receiver's ACKs), and those go out now, not after the wait.
-            if received > 0, received < Self.moderatedBelow, !tunReadable, !woken,
-               (try? Poll.readable(tun.readiness, timeoutMilliseconds: 0)) == false {
-                counters.moderatedReceives += 1
-                ProcessControl.sleep(seconds: Self.receiveModeration)
+            // The wait is one ppoll(2) over the TUN and the wake-up pipe only: the sockets gather the
+            // peer's next datagrams, while a TUN packet (what this wake-up's writes provoked, a TCP
+            // receiver's ACKs or a ping's reply, or one that arrives during the wait) or a wake-up ends
+            // it at once and is handled by the next turn of the loop.
+            if received > 0, received < Self.moderatedBelow, !tunReadable, !woken {
+                poll.setEvents([], at: 1)
+                poll.setEvents([], at: 2)
+                if (try? poll.wait(timeoutNanoseconds: Self.receiveModerationNanoseconds)) == 0 {
+                    counters.moderatedReceives += 1
+                }
             }
         }
     }
