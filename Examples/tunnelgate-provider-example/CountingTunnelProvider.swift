@@ -7,12 +7,14 @@ import NetworkExtension
 /// delivery, and a marker line per stopTunnel call.
 ///
 ///   TG_NE_REMOTE     tunnelRemoteAddress (default 198.18.0.10)
+///   TG_NE_ADDRESS    the IPv4 address and TG_NE_MASK its subnet mask (default 10.8.0.2, 255.255.255.0)
 ///   TG_NE_DNS        comma-separated DNS servers (default 10.8.0.1); `none`: no dnsSettings
 ///   TG_NE_COUNT_FILE where the packet count goes
 ///   TG_NE_STOP_FILE  gets "stopTunnel REASON" appended on each stopTunnel, "sleep" and "wake" on each
 ///                    sleep(completionHandler:) and wake()
 ///   TG_NE_PROXY      HOST:PORT: proxySettings with that HTTP and HTTPS proxy, and
 ///   TG_NE_PROXY_EXCEPTIONS  comma-separated exceptionList entries
+///   TG_NE_START      `never`: startTunnel sets the settings and never calls its completion handler
 final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable {
     // @unchecked Sendable: `received` is touched only on the flow's one delivery queue.
     private let environment = ProcessInfo.processInfo.environment
@@ -23,7 +25,8 @@ final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable 
     private func settings(reapplied: Bool) -> NEPacketTunnelNetworkSettings {
         let settings = NEPacketTunnelNetworkSettings(tunnelRemoteAddress: environment["TG_NE_REMOTE"] ?? "198.18.0.10")
         settings.mtu = reapplied ? 1280 : 1400
-        let ipv4 = NEIPv4Settings(addresses: ["10.8.0.2"], subnetMasks: ["255.255.255.0"])
+        let ipv4 = NEIPv4Settings(addresses: [environment["TG_NE_ADDRESS"] ?? "10.8.0.2"],
+                                  subnetMasks: [environment["TG_NE_MASK"] ?? "255.255.255.0"])
         ipv4.includedRoutes = [NEIPv4Route.default()]
         if reapplied, let excluded = environment["TG_NE_REAPPLY_EXCLUDE"] {
             ipv4.excludedRoutes = [NEIPv4Route(destinationAddress: excluded, subnetMask: "255.255.255.255")]
@@ -52,6 +55,10 @@ final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable 
                 return
             }
             self?.readPackets()
+            if self?.environment["TG_NE_START"] == "never" {
+                self?.note("startTunnel not completing")
+                return
+            }
             completionHandler(nil)
         }
     }

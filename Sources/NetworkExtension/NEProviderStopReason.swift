@@ -1,7 +1,9 @@
 /// NEProviderStopReason: why the system stops a provider. Same raw values as Apple's.
 /// On Linux the host passes `.userInitiated` for SIGTERM/SIGINT (`tunnelgate down`
-/// sends SIGTERM) and `stop` on the control socket (stopVPNTunnel), and `.sleep` when
-/// logind announces sleep and the protocol has disconnectOnSleep; no other reason.
+/// sends SIGTERM) and `stop` on the control socket (stopVPNTunnel), `.sleep` when
+/// logind announces sleep and the protocol has disconnectOnSleep, and `.connectionFailed`
+/// when startTunnel did not complete within the host's `startTimeout` (iOS's 60 s; which
+/// reason iOS passes then is not documented); no other reason.
 public enum NEProviderStopReason: Int, Sendable {
     case none = 0
     case userInitiated = 1

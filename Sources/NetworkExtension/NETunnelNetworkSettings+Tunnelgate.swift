@@ -17,13 +17,19 @@ public struct TunnelgateHostConfiguration: Sendable, Equatable {
     /// NEVPNProtocol.includeAllNetworks / excludeLocalNetworks (the manager's side on iOS).
     public var includeAllNetworks: Bool
     public var excludeLocalNetworks: Bool
+    /// How long startTunnel may take before its completion handler is called: iOS's session manager
+    /// (since iOS 16.5) times a start out after 60 s and stops the provider. Past it, the host calls
+    /// stopTunnel(.connectionFailed), removes what the provider applied (a kill switch stays, as after
+    /// any failed start) and records the timeout for fetchLastDisconnectError.
+    public var startTimeout: Double
 
     public init(interfaceName: String = TunnelSettings.defaultName, carrierEndpoints: [String] = [],
-                includeAllNetworks: Bool = false, excludeLocalNetworks: Bool = false) {
+                includeAllNetworks: Bool = false, excludeLocalNetworks: Bool = false, startTimeout: Double = 60) {
         self.interfaceName = interfaceName
         self.carrierEndpoints = carrierEndpoints
         self.includeAllNetworks = includeAllNetworks
         self.excludeLocalNetworks = excludeLocalNetworks
+        self.startTimeout = startTimeout
     }
 }
 

@@ -38,7 +38,17 @@ final class ProviderEngine {
         self.log = log
     }
 
+    /// Seconds as a person writes them: 60, 2.5.
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? "\(Int(value))" : "\(value)"
+    }
+
     func run() -> Int32 {
+        // Nothing is touched for a host configuration that cannot be followed.
+        guard configuration.startTimeout > 0, configuration.startTimeout.isFinite else {
+            log("invalid host configuration: startTimeout must be a number of seconds above 0, not \(configuration.startTimeout)")
+            return 1
+        }
         do throws(SystemCallError) { try ProcessControl.keepOnly(TunnelSession.engineCapabilities) } catch {
             log("cannot drop capabilities: \(error)")
             return 1
@@ -74,6 +84,7 @@ final class ProviderEngine {
             })
         // The secrets its protocol refers to, read here (root) for the plane, which cannot read the store.
         let proto = handoff?.protocolConfigurationJSON.flatMap { try? NETunnelProviderProtocol.tunnelgateDecoded(Array($0.utf8)) }
+        source.startTimeout = configuration.startTimeout
         source.secrets = TunnelgateSecretStore.secrets(
             of: proto, store: SecretStore(directory: ProcessControl.environmentValue("TUNNELGATE_SECRETS") ?? SecretStore.defaultDirectory))
         let session = TunnelSession(engine: engine, source: .provider(source), user: user,
@@ -121,6 +132,15 @@ final class ProviderEngine {
         case .startFailed(let error):
             // As on iOS: a failed start ends the tunnel without stopTunnel.
             engine.recordDisconnect(name, error: error)
+            keepKillSwitch = true
+            code = 1
+        case .startTimedOut(let seconds):
+            // As iOS's session manager after its 60 s: Stopping, so the provider gets stopTunnel.
+            let message = "startTunnel did not complete within \(Self.seconds(seconds)) s"
+            log("\(message): stopping the provider")
+            engine.recordDisconnect(name, error: DisconnectError(message: message, domain: NEVPNErrorDomain,
+                                                                 code: NEVPNError.Code.connectionFailed.rawValue))
+            reason = .connectionFailed
             keepKillSwitch = true
             code = 1
         case .cancelled(let error):

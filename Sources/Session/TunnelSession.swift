@@ -94,6 +94,8 @@ public struct ProviderSource {
     /// The secrets its protocol's references name, read by the engine (kept for the plane's restarts):
     /// the reference, and the secret in secure memory.
     public var secrets: [(reference: [UInt8], secret: SecureBytes)] = []
+    /// How long startTunnel may take to complete, from the plane's start (iOS's 60 s): `.startTimedOut`.
+    public var startTimeout: Double = 60
     /// A provider's settings (as they crossed the channel) as the model, or why not.
     public var translate: (JSONText) -> Result<TunnelSettings, ProviderRefusal>
 
@@ -169,6 +171,9 @@ public final class TunnelSession {
         case failedClosed(String)
         /// The provider's startTunnel completed with this error (as on iOS: no stopTunnel follows).
         case startFailed(DisconnectError)
+        /// The provider's startTunnel did not complete within `ProviderSource.startTimeout` (these
+        /// seconds); unlike a failed start, the provider is asked to stop (iOS enters Stopping).
+        case startTimedOut(seconds: Double)
         /// The provider called cancelTunnelWithError (nil: without an error).
         case cancelled(DisconnectError?)
         /// The isolate namespace went away (`namespaceWatch`): why.
@@ -200,6 +205,8 @@ public final class TunnelSession {
     public private(set) var garbage = 0
     /// A provider's startTunnel has completed (later settings start the tunnel running at once).
     private var providerStarted = false
+    /// When a provider's startTunnel times out (its plane's start + startTimeout), until it completes.
+    private var startDeadline: Double?
     /// What the provider's plane was last told of the carrier path (defaultPath), nil before it was.
     private var pathSent: Bool?
     /// An end the loop returns at its next turn (one reached while an app message waited).
@@ -283,6 +290,7 @@ public final class TunnelSession {
     public func prepare() throws(SessionError) {
         guard case .idle = state else { throw SessionError("prepare: the session is not idle") }
         state = .loaded(try spawnAndLoad())
+        if let provider { startDeadline = ProcessControl.monotonicSeconds() + provider.startTimeout }
     }
 
     /// The provider's first message: its handoff, and its secrets as the tail (one buffer in secure
@@ -472,6 +480,7 @@ public final class TunnelSession {
             if case .restarting(_, _, let at, _) = state { timeout = min(timeout, at - now) }
             if let plane { timeout = min(timeout, plane.lastHeard + PlaneProcess.silenceLimit - now) }
             if let due = notifier?.secondsUntilWatchdog(now: now) { timeout = min(timeout, due) }
+            if let startDeadline { timeout = min(timeout, startDeadline - now) }
             _ = try? set.wait(timeoutMilliseconds: Int32(max(0, min(timeout, 1)) * 1000))
 
             if set.events(at: 0).contains(.readable) {
@@ -510,6 +519,10 @@ public final class TunnelSession {
                     sleepNote = "not followed: the system bus went away (\(error))"
                     tunnel?.publish(disconnectOnSleep: sleepNote)
                 }
+            }
+            if let startDeadline, ProcessControl.monotonicSeconds() >= startDeadline, let provider {
+                publish(force: true)
+                return .startTimedOut(seconds: provider.startTimeout)
             }
             if let end = watchPlane() {
                 guard case .runtimeFailed(let reason) = end, let tunnel, tunnel.plan.hasKillSwitch else { return end }
@@ -716,6 +729,7 @@ public final class TunnelSession {
             return .end(.startFailed(DisconnectError(message: error.message, domain: error.domain, code: error.code)))
         case .started(nil):
             providerStarted = true
+            startDeadline = nil
             if case .applied(let p, let t) = state { state = .running(p, t, since: ProcessControl.monotonicSeconds()) }
             tunnel?.publish(status: status)
             log("startTunnel completed: \(status == .reasserting ? "reasserting" : status.rawValue)")

@@ -270,6 +270,8 @@ extension CommandLine {
             printError("tunnelgate: \(name): the runtime failed: \(reason); stopping")
         case .startFailed(let error), .cancelled(let error?):
             failure = error.message  // a provider's ends: not reached for a configuration's runtime
+        case .startTimedOut(let seconds):
+            failure = "startTunnel did not complete within \(seconds) s"
         case .cancelled(nil):
             break
         case .namespaceGone(let why):
