@@ -30,7 +30,10 @@ extension Engine {
         let removedRoutes = oldRoutes.filter { !newKeys.contains(key($0)) }
         let addedRules = new.rules.filter { rule in !old.rules.contains { Self.sameRule($0, rule) } }
         let removedRules = old.rules.filter { rule in !new.rules.contains { Self.sameRule($0, rule) } }
-        let addedAddresses = new.addresses.filter { !old.addresses.contains($0) }
+        // An address kept whose subnet route changes hands (its family starts or stops being routed)
+        // is added again with the new flag: removed first, then added with the others.
+        let reflagged = new.addresses.filter { old.addresses.contains($0) && old.ownsSubnetRoute($0) != new.ownsSubnetRoute($0) }
+        let addedAddresses = new.addresses.filter { !old.addresses.contains($0) } + reflagged
         let removedAddresses = old.addresses.filter { !new.addresses.contains($0) }
 
         // Journal first: whatever is about to be made is recorded.
@@ -40,12 +43,13 @@ extension Engine {
 
         var ops: [NetlinkOperation] = []
         if new.mtu != old.mtu { ops.append(.setLink(index: index, name: name, mtu: UInt32(new.mtu), up: true)) }
-        ops += addedAddresses.map { .addAddress(AddressSpec(interfaceIndex: index, interfaceName: name, prefix: $0)) }
+        ops += reflagged.map { .deleteAddress(old.addressSpec($0, interfaceIndex: index)) }
+        ops += addedAddresses.map { .addAddress(new.addressSpec($0, interfaceIndex: index)) }
         ops += addedRoutes.map { .addRoute($0) }
         ops += addedRules.map { .addRule($0) }
         ops += removedRules.map { .deleteRule($0) }
         ops += removedRoutes.map { .deleteRoute($0) }
-        ops += removedAddresses.map { .deleteAddress(AddressSpec(interfaceIndex: index, interfaceName: name, prefix: $0)) }
+        ops += removedAddresses.map { .deleteAddress(old.addressSpec($0, interfaceIndex: index)) }
         do throws(NetlinkBatchError) {
             try netlink.execute(ops, tolerating: [.exists, .noSuchEntry, .noSuchProcess, .addressNotAvailable])
         } catch {

@@ -477,7 +477,7 @@ public final class Engine {
             if !d.linkSettings.isEmpty {
                 ops.append(.setLink(index: interfaceIndex, name: plan.interfaceName, mtu: UInt32(plan.mtu), up: true))
             }
-            ops += d.missingAddresses.map { .addAddress(AddressSpec(interfaceIndex: interfaceIndex, interfaceName: plan.interfaceName, prefix: $0)) }
+            ops += d.missingAddresses.map { .addAddress(plan.addressSpec($0, interfaceIndex: interfaceIndex)) }
             ops += d.missingRoutes.map { .addRoute($0) }
             ops += d.missingRules.map { .addRule($0) }
             let routing = d.linkSettings + d.missingAddresses.map { "address \($0) is missing" }

@@ -59,7 +59,8 @@ public struct TunnelPlan: Sendable {
     /// as RoutingIntent has already decided). What table T's lookup answers for it.
     public func routesIntoTunnel(_ address: IPAddress) -> Bool {
         let family = address.family == .ipv4 ? routing.ipv4 : routing.ipv6
-        let included = family.included.lazy.map(\.destination).filter { $0.contains(address) }.map(\.length).max()
+        let destinations = family.included.map(\.destination) + (family.isActive ? subnets(of: address.family) : [])
+        let included = destinations.lazy.filter { $0.contains(address) }.map(\.length).max()
         guard let included else { return false }
         let excluded = family.excluded.lazy.filter { $0.contains(address) }.map(\.length).max() ?? -1
         return included > excluded
@@ -85,6 +86,32 @@ public struct TunnelPlan: Sendable {
         (settings.ipv4Settings?.interfaceAddresses ?? []) + (settings.ipv6Settings?.interfaceAddresses ?? [])
     }
 
+    /// Whether an address's subnet route is the tunnel's (in table T) rather than the kernel's (in
+    /// main): in a family the tunnel routes. The kernel puts a route to a TUN address's subnet in the
+    /// main table, where every exemption from the tunnel (a packet plane's, a provider's own
+    /// connections, a runtime's mark, a throw route) looks next: a carrier inside that subnet (a
+    /// tunnelRemoteAddress of 192.168.1.1 with an address of 192.168.1.2/24) would be taken into the
+    /// tunnel by it. So the address gets IFA_F_NOPREFIXROUTE and T the subnet route, which the
+    /// exemptions pass over, as iOS keeps tunnelRemoteAddress outside the tunnel whatever the
+    /// addresses. In a family the tunnel does not route (no rules look up T) the kernel's stays.
+    public func ownsSubnetRoute(_ prefix: IPPrefix) -> Bool {
+        (prefix.family == .ipv4 ? routing.ipv4 : routing.ipv6).isActive
+    }
+
+    /// The TUN's address `prefix` as rtnetlink adds it.
+    public func addressSpec(_ prefix: IPPrefix, interfaceIndex: Int32) -> AddressSpec {
+        AddressSpec(interfaceIndex: interfaceIndex, interfaceName: interfaceName, prefix: prefix, noPrefixRoute: ownsSubnetRoute(prefix))
+    }
+
+    /// The subnets of the TUN's addresses in `family` (not host addresses, which have none), each once,
+    /// leaving out one an included route already has as its destination.
+    func subnets(of family: IPFamily) -> [IPPrefix] {
+        let included = Set((family == .ipv4 ? routing.ipv4 : routing.ipv6).included.map(\.destination))
+        var seen = Set<IPPrefix>()
+        return addresses.filter { $0.family == family && !$0.isHost }.map(\.network)
+            .filter { !included.contains($0) && seen.insert($0).inserted }
+    }
+
     /// Routes of table T; `interfaceIndex` is the TUN's once it exists.
     public func routes(interfaceIndex: Int32?) -> [RouteSpec] {
         var out: [RouteSpec] = []
@@ -94,6 +121,11 @@ public struct TunnelPlan: Sendable {
                 out.append(RouteSpec(destination: route.destination, type: .unicast, table: slot.table,
                                      outputInterface: interfaceIndex, interfaceName: interfaceName,
                                      gateway: route.gateway, globalScope: true))
+            }
+            // The TUN's subnets (`ownsSubnetRoute`), as the kernel's connected routes would have been.
+            for subnet in subnets(of: family.family) {
+                out.append(RouteSpec(destination: subnet, type: .unicast, table: slot.table,
+                                     outputInterface: interfaceIndex, interfaceName: interfaceName, globalScope: true))
             }
             for prefix in family.excluded {
                 out.append(RouteSpec(destination: prefix, type: .throw, table: slot.table))
@@ -181,7 +213,7 @@ public struct TunnelPlan: Sendable {
     /// settings first (routes need the device up), then addresses, routes, rules.
     public func operations(interfaceIndex: Int32) -> [NetlinkOperation] {
         var ops: [NetlinkOperation] = [.setLink(index: interfaceIndex, name: interfaceName, mtu: UInt32(mtu), up: true)]
-        ops += addresses.map { .addAddress(AddressSpec(interfaceIndex: interfaceIndex, interfaceName: interfaceName, prefix: $0)) }
+        ops += addresses.map { .addAddress(addressSpec($0, interfaceIndex: interfaceIndex)) }
         ops += routes(interfaceIndex: interfaceIndex).map { .addRoute($0) }
         ops += rules.map { .addRule($0) }
         return ops

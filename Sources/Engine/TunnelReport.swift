@@ -12,6 +12,9 @@ public struct TunnelReport: Codable, Sendable {
     public struct RouteCounts: Codable, Sendable {
         public var included = 0
         public var excluded = 0
+        /// Routes to the TUN's own subnets (TunnelPlan.ownsSubnetRoute), not counted as included; one an
+        /// included route names exactly is a single route, counted here.
+        public var subnets = 0
     }
     public struct KernelCounters: Codable, Sendable {
         public var txPackets: UInt64
@@ -237,10 +240,11 @@ extension Engine {
             }
             reportFirewall(name, into: &report)
             report.failedClosed = record?.counters?.failedClosed
+            let subnets = Set(report.addresses.compactMap { IPPrefix($0) }.filter { !$0.isHost }.map(\.network))
             for family in IPFamily.allCases {
                 var counts = TunnelReport.RouteCounts()
                 for r in try netlink.routes(family: family, table: slot.table) where r.protocolID == tunnelgateRouteProtocol {
-                    if r.type == .throw { counts.excluded += 1 } else { counts.included += 1 }
+                    if r.type == .throw { counts.excluded += 1 } else if subnets.contains(r.destination) { counts.subnets += 1 } else { counts.included += 1 }
                 }
                 if family == .ipv4 { report.ipv4Routes = counts } else { report.ipv6Routes = counts }
                 report.rules += try netlink.rules(family: family).filter { Self.ownRule($0.spec, slot) }.count

@@ -70,10 +70,9 @@ extension NetlinkSocket {
             put(nlh, ifa)
             putAddress(nlh, u16(IFA_LOCAL), a.prefix.address)
             putAddress(nlh, u16(IFA_ADDRESS), a.prefix.address)
-            if add, a.prefix.family == .ipv6 {
-                // No duplicate address detection on a point-to-point TUN: usable at once.
-                mnl_attr_put_u32(nlh, u16(IFA_FLAGS), UInt32(IFA_F_NODAD))
-            }
+            // No duplicate address detection on a point-to-point TUN: usable at once.
+            let addressFlags = (a.prefix.family == .ipv6 ? UInt32(IFA_F_NODAD) : 0) | (a.noPrefixRoute ? UInt32(IFA_F_NOPREFIXROUTE) : 0)
+            if add, addressFlags != 0 { mnl_attr_put_u32(nlh, u16(IFA_FLAGS), addressFlags) }
 
         case .addRoute(let r), .deleteRoute(let r):
             let add: Bool

@@ -161,15 +161,19 @@ public struct AddressSpec: Sendable, Hashable, CustomStringConvertible {
     public var interfaceIndex: Int32
     public var interfaceName: String?
     public var prefix: IPPrefix
+    /// IFA_F_NOPREFIXROUTE: the kernel adds no route to the address's subnet in the main table (the
+    /// tunnel puts that route in its own table).
+    public var noPrefixRoute: Bool
 
-    public init(interfaceIndex: Int32, interfaceName: String? = nil, prefix: IPPrefix) {
+    public init(interfaceIndex: Int32, interfaceName: String? = nil, prefix: IPPrefix, noPrefixRoute: Bool = false) {
         self.interfaceIndex = interfaceIndex
         self.interfaceName = interfaceName
         self.prefix = prefix
+        self.noPrefixRoute = noPrefixRoute
     }
 
     public var description: String {
-        "\(prefix) dev \(interfaceName ?? "if\(interfaceIndex)")\(prefix.family == .ipv6 ? " nodad" : "")"
+        "\(prefix) dev \(interfaceName ?? "if\(interfaceIndex)")\(prefix.family == .ipv6 ? " nodad" : "")\(noPrefixRoute ? " noprefixroute" : "")"
     }
 }
 

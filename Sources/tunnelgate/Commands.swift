@@ -480,8 +480,10 @@ extension CommandLine {
             lines.append("  packet plane: pid \(pid), uid \(r.planeUser.map(String.init) ?? "?") (\(sandbox))")
         }
         if let t = r.table {
-            lines.append("  routes (table \(t)): IPv4 \(r.ipv4Routes.included) included, \(r.ipv4Routes.excluded) excluded; "
-                         + "IPv6 \(r.ipv6Routes.included) included, \(r.ipv6Routes.excluded) excluded; \(r.rules) rules")
+            func counts(_ c: TunnelReport.RouteCounts) -> String {
+                "\(c.included) included, \(c.excluded) excluded" + (c.subnets > 0 ? ", \(c.subnets) to the TUN's subnet\(c.subnets == 1 ? "" : "s")" : "")
+            }
+            lines.append("  routes (table \(t)): IPv4 \(counts(r.ipv4Routes)); IPv6 \(counts(r.ipv6Routes)); \(r.rules) rules")
         }
         lines += r.firewallLines
         if case .object(let members)? = r.runtime {

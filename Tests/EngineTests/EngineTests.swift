@@ -57,7 +57,8 @@ final class EngineTests: XCTestCase {
             try expect(!routes.contains { $0.destination == IPPrefix("198.18.0.10/32")! }, "no carrier throw route")
             let report = try gateway.report("tgtest0")
             try expect(report.status == .connected && report.ipv4Routes.included == 1 && report.ipv4Routes.excluded == 1
-                       && report.ipv6Routes.included == 1 && report.ipv6Routes.excluded == 0 && report.rules == 2,
+                       && report.ipv4Routes.subnets == 1 && report.ipv6Routes.included == 1 && report.ipv6Routes.excluded == 0
+                       && report.ipv6Routes.subnets == 1 && report.rules == 2,
                        "status reads the kernel: \(report)")
             try tunnel.stop()
             try expect(try KernelSnapshot(gateway.netlink) == before, "kernel state identical after down")

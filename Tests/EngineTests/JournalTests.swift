@@ -65,9 +65,10 @@ final class JournalTests: XCTestCase {
         let plan = TunnelPlan(settings: settings, slot: TunnelSlot(index: 0), carrierAddresses: [IPAddress("198.18.0.10")!])
         XCTAssertEqual(plan.operations(interfaceIndex: 9).map(\.description), [
             "ip link set dev tg0 mtu 1400 up",
-            "ip -4 addr add 10.8.0.2/24 dev tg0",
+            "ip -4 addr add 10.8.0.2/24 dev tg0 noprefixroute",
             "ip -4 route add 0.0.0.0/0 dev tg0 scope global table 7460 proto 72",
             "ip -4 route add 10.1.0.0/16 via 10.8.0.1 dev tg0 onlink table 7460 proto 72",
+            "ip -4 route add 10.8.0.0/24 dev tg0 scope global table 7460 proto 72",
             "ip -4 rule add pref 7405 not fwmark 0x1d24/0xffffffff lookup 7460 proto 72",
         ])
         // A runtime that cannot be identified falls back to the address-only throw route.
@@ -133,6 +134,36 @@ final class JournalTests: XCTestCase {
         let pinned = try plan("198.18.0.10/32", excluded: #""198.18.0.0/24""#)
         XCTAssertTrue(pinned.routesIntoTunnel(IPAddress("198.18.0.10")!))
         XCTAssertEqual(pinned.capturedCarriers.count, 1)
+    }
+
+    /// A carrier inside the TUN's own subnet (tunnelRemoteAddress 198.18.0.1, address 198.18.0.2/24):
+    /// the subnet's route is the tunnel's, in T, and the address carries IFA_F_NOPREFIXROUTE, so main
+    /// (where an exemption looks next) has none and the carrier is exempt like any captured one. A
+    /// family the tunnel does not route keeps the kernel's subnet route; host addresses have none.
+    func testTheTunnelsSubnetRouteIsInItsOwnTable() throws {
+        let json = #"{"name": "tg0", "tunnelRemoteAddress": "198.18.0.1", "ipv4Settings": {"addresses": ["198.18.0.2", "198.18.0.3"], "subnetMasks": ["255.255.255.0", "255.255.255.0"], "includedRoutes": ["10.0.0.0/8"]}, "ipv6Settings": {"addresses": ["fd00:8::2", "fd00:9::2"], "networkPrefixLengths": [64, 128]}, "carrierEndpoints": ["198.18.0.1:51820/udp"]}"#
+        let settings = try TunnelSettings.parse(json: Array(json.utf8))
+        let plan = TunnelPlan(settings: settings, slot: TunnelSlot(index: 1), carriers: try settings.pinCarrierEndpoints(using: Fixed()),
+                              carrierIdentity: .user(64001))
+        let table = plan.slot.table
+        XCTAssertEqual(plan.routes(interfaceIndex: 7).map(\.description),
+                       ["10.0.0.0/8 dev tg0 scope global table \(table) proto 72",
+                        "198.18.0.0/24 dev tg0 scope global table \(table) proto 72"], "one subnet route for two addresses in it")
+        XCTAssertTrue(plan.routesIntoTunnel(IPAddress("198.18.0.1")!), "the subnet route takes the carrier into the tunnel")
+        XCTAssertEqual(plan.capturedCarriers.count, 1, "so its identity is exempt past T")
+        XCTAssertEqual(plan.rules.count, 3, "exemption, lookup, nop")
+        let added = plan.operations(interfaceIndex: 7).compactMap { op -> String? in
+            if case .addAddress(let a) = op { return a.description }
+            return nil
+        }
+        XCTAssertEqual(added, ["198.18.0.2/24 dev tg0 noprefixroute", "198.18.0.3/24 dev tg0 noprefixroute",
+                               "fd00:8::2/64 dev tg0 nodad", "fd00:9::2/128 dev tg0 nodad"],
+                       "IPv6 has no included routes: its subnet route stays the kernel's")
+
+        // An included route to the subnet itself is not doubled (the kernel would refuse the second).
+        let same = #"{"name": "tg0", "tunnelRemoteAddress": "198.18.0.1", "ipv4Settings": {"addresses": ["198.18.0.2"], "subnetMasks": ["255.255.255.0"], "includedRoutes": ["198.18.0.0/24"]}}"#
+        let samePlan = TunnelPlan(settings: try TunnelSettings.parse(json: Array(same.utf8)), slot: TunnelSlot(index: 1), carrierAddresses: [])
+        XCTAssertEqual(samePlan.routes(interfaceIndex: 7).map(\.destination.description), ["198.18.0.0/24"])
     }
 
     func testKillSwitchExemptsOnlyTheIdentityToTheCarrierPort() throws {
