@@ -66,6 +66,8 @@ bash Scripts/setup.sh
 [ -x "$wggo_deb" ] || { echo "Error: $wggo_deb (Debian's wireguard-go) is missing: Scripts/setup.sh installs it" >&2; exit 1; }
 # The binary as Scripts/install.sh and the package build it (the Swift runtime linked in statically):
 # what a user runs, and what its resident memory is.
+# The tree as it is built (a change made to it while the rounds run is not in the binary measured).
+built_from="$(git rev-parse --short=12 HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- Sources Package.swift 2>/dev/null || echo ' + uncommitted changes')"
 swift build -c release --static-swift-stdlib --disable-local-rpath --product tunnelgate >/dev/null
 TG=$(pwd)/.build/release/tunnelgate
 
@@ -322,7 +324,7 @@ ratio() {
 }
 
 echo
-echo "tunnelgate $(git rev-parse --short=12 HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- Sources Package.swift 2>/dev/null || echo ' + uncommitted changes'), release build, Swift runtime static (as installed)"
+echo "tunnelgate $built_from, release build, Swift runtime static (as installed)"
 echo "wggo-new: ${wggo_new:-absent, skipped}$([ -z "$wggo_new" ] || echo " ($("$wggo_new" --version | sed -n 's/^wireguard-go //p' | head -n 1))")"
 echo "wggo-deb: $wggo_deb (Debian $(dpkg-query -W -f '${Version}' wireguard-go))"
 echo "medians of $rounds rounds of $seconds s per run; kernel $(uname -r), $(nproc) cores; MTU 1420 in the tunnels"
