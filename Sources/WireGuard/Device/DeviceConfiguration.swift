@@ -70,10 +70,10 @@ public struct DeviceCounters: Sendable, Equatable {
     public var refusedSuperPackets: UInt64 = 0
     /// Batches whose sealing or opening was split between the device thread and its crypto worker.
     public var cryptoHandOffs: UInt64 = 0
-    /// Receive moderation: the times the device thread waited the whole `WireGuardDevice.receiveModeration`
-    /// after a small receive (fewer than `moderatedBelow` messages, nothing to read from the TUN) before
-    /// it polled its sockets again, so that the peer's next datagrams gathered there (a wait a TUN packet
-    /// or a wake-up cut short is not counted).
+    /// Receive moderation: the times the device thread began a wait of up to
+    /// `WireGuardDevice.receiveModeration` after a small receive (fewer than `moderatedBelow` messages,
+    /// nothing read from the TUN) before it polled its sockets again, so that the peer's next datagrams
+    /// gathered there; a TUN packet or a wake-up ends the wait early (a TUN already readable, at once).
     public var moderatedReceives: UInt64 = 0
     /// TUN reads dropped for their virtio_net_hdr: a GSO type not asked for, or a header that does not fit.
     public var dropsOffloadUnsupported: UInt64 = 0, dropsOffloadMalformed: UInt64 = 0
