@@ -15,6 +15,16 @@ public struct TunnelReport: Codable, Sendable {
         /// Routes to the TUN's own subnets (TunnelPlan.ownsSubnetRoute), not counted as included; one an
         /// included route names exactly is a single route, counted here.
         public var subnets = 0
+
+        public init() {}
+
+        /// `subnets` may be missing (a report of a version before it).
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            included = try c.decode(Int.self, forKey: .included)
+            excluded = try c.decode(Int.self, forKey: .excluded)
+            subnets = try c.decodeIfPresent(Int.self, forKey: .subnets) ?? 0
+        }
     }
     public struct KernelCounters: Codable, Sendable {
         public var txPackets: UInt64
