@@ -14,7 +14,8 @@ import NetworkExtension
 ///                    sleep(completionHandler:) and wake()
 ///   TG_NE_PROXY      HOST:PORT: proxySettings with that HTTP and HTTPS proxy, and
 ///   TG_NE_PROXY_EXCEPTIONS  comma-separated exceptionList entries
-///   TG_NE_START      `never`: startTunnel sets the settings and never calls its completion handler
+///   TG_NE_START      `never`: startTunnel sets the settings and never calls its completion handler;
+///                    `no-settings`: it completes at once without setting any (a later "reapply" sets them)
 final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable {
     // @unchecked Sendable: `received` is touched only on the flow's one delivery queue.
     private let environment = ProcessInfo.processInfo.environment
@@ -49,6 +50,11 @@ final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable 
     }
 
     override func startTunnel(options: [String: NSObject]?, completionHandler: @escaping (Error?) -> Void) {
+        if environment["TG_NE_START"] == "no-settings" {
+            readPackets()
+            completionHandler(nil)
+            return
+        }
         setTunnelNetworkSettings(settings(reapplied: false)) { [weak self] error in
             if let error {
                 completionHandler(error)
@@ -100,7 +106,7 @@ final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable 
     }
 
     /// "reapply": setTunnelNetworkSettings again while running (MTU 1280, one more
-    /// excluded route); "reasserting on" / "reasserting off" sets `reasserting`, and
+    /// excluded route); "remove": setTunnelNetworkSettings(nil); "reasserting on" / "reasserting off" sets `reasserting`, and
     /// "reasserting" alone reads it ("reasserting true|false"); anything else: the
     /// packet count.
     private func checkPassword(_ guess: [UInt8]) -> String {
@@ -179,6 +185,12 @@ final class CountingTunnelProvider: NEPacketTunnelProvider, @unchecked Sendable 
             if text == "reasserting on" { reasserting = true }
             if text == "reasserting off" { reasserting = false }
             completionHandler?(Data("reasserting \(reasserting)".utf8))
+            return
+        }
+        if text == "remove" {
+            setTunnelNetworkSettings(nil) { error in
+                completionHandler?(Data((error.map { "remove failed: \($0.localizedDescription)" } ?? "removed").utf8))
+            }
             return
         }
         guard text == "reapply" else {

@@ -166,12 +166,22 @@ public final class Engine {
     /// transaction, the same table name) or, when this run has none, until it has applied and verified
     /// everything else. If this run fails, a kill switch stays in place, whether the dead owner's or this
     /// run's, until `down NAME` (see `teardown(keepFirewall:)`).
+    ///
+    /// With `claim` (this owner's hold on the name while it had no settings) the claim's lock is the
+    /// tunnel's from here on; if the up fails, the claim keeps it and says so again in its record.
     public func up(_ settings: TunnelSettings, resolver: some HostResolver, configPath: String?,
                    awaitingRuntime: Bool = false, tunOffloads: Bool = false,
-                   carrierIdentity: CarrierIdentity? = nil) throws(EngineError) -> ActiveTunnel {
+                   carrierIdentity: CarrierIdentity? = nil, claim: TunnelClaim? = nil) throws(EngineError) -> ActiveTunnel {
         let name = settings.name
-        guard let lock = try system({ () throws(SystemCallError) in try FileLock.tryAcquire(state.lockPath(name)) }) else {
-            throw EngineError.alreadyRunning(name: name, pid: TunnelRecord.read(from: state.statePath(name))?.pid)
+        if let claim, claim.name != name { throw EngineError.system(SystemCallError("up: the claim is for \(claim.name), not \(name)", .invalidArgument)) }
+        let lock: FileLock
+        if let held = claim?.take() {
+            lock = held
+        } else {
+            guard let acquired = try system({ () throws(SystemCallError) in try FileLock.tryAcquire(state.lockPath(name)) }) else {
+                throw EngineError.alreadyRunning(name: name, pid: TunnelRecord.read(from: state.statePath(name))?.pid)
+            }
+            lock = acquired
         }
         do throws(EngineError) {
             try removeResidue(name, keepFirewall: true)
@@ -187,6 +197,27 @@ public final class Engine {
             }
             return try apply(plan, lock: lock, configPath: configPath, awaitingRuntime: awaitingRuntime,
                              tunOffloads: tunOffloads)
+        } catch {
+            if let claim { claim.restore(lock) } else { lock.releaseAndRemove() }
+            throw error
+        }
+    }
+
+    /// Holds `name` for this process without applying anything: the name's lock and a record (`status`,
+    /// no slot), so `status`, `down` and the control socket find the owner. For a provider whose
+    /// startTunnel completed before it set any settings (connected, nothing routed) and one that
+    /// removed its settings while running. Residue of an earlier crash of the name is removed first,
+    /// but for a kill switch, which stays (as at `up`) until settings of this run replace it or `down`.
+    public func claim(_ name: String, status: TunnelStatus) throws(EngineError) -> TunnelClaim {
+        guard let lock = try system({ () throws(SystemCallError) in try FileLock.tryAcquire(state.lockPath(name)) }) else {
+            throw EngineError.alreadyRunning(name: name, pid: TunnelRecord.read(from: state.statePath(name))?.pid)
+        }
+        do throws(EngineError) {
+            try removeResidue(name, keepFirewall: true)
+            let record = TunnelRecord(name: name, pid: ProcessControl.id, status: status, slot: TunnelRecord.noSlot,
+                                      configPath: nil, since: ProcessControl.monotonicSeconds())
+            try system { () throws(SystemCallError) in try record.write(to: state.statePath(name)) }
+            return TunnelClaim(name: name, lock: lock, record: record, gateway: self)
         } catch {
             lock.releaseAndRemove()
             throw error
@@ -775,6 +806,62 @@ func system<T>(_ body: () throws(SystemCallError) -> T) throws(EngineError) -> T
 /// Runs a netlink request, reporting its failure as a EngineError.
 func netlinkCall<T>(_ body: () throws(NetlinkError) -> T) throws(EngineError) -> T {
     do { return try body() } catch { throw .netlink(error) }
+}
+
+/// A name held with nothing applied (`Engine.claim`): the lock and the record, until `Engine.up` takes
+/// the lock over or `release` gives the name up.
+public final class TunnelClaim {
+    public let name: String
+    public private(set) var record: TunnelRecord
+    private var lock: FileLock?
+    private unowned let gateway: Engine
+
+    init(name: String, lock: FileLock, record: TunnelRecord, gateway: Engine) {
+        self.name = name
+        self.lock = lock
+        self.record = record
+        self.gateway = gateway
+    }
+
+    /// True while the claim holds the name (not taken over by a tunnel, not released).
+    public var isHeld: Bool { lock != nil }
+
+    /// The lock, for Engine.up; the claim no longer holds it.
+    func take() -> FileLock? {
+        defer { lock = nil }
+        return lock
+    }
+
+    /// The lock back after an up that failed: the claim's record is written again.
+    func restore(_ lock: FileLock) {
+        self.lock = lock
+        try? record.write(to: gateway.state.statePath(name))
+    }
+
+    public func publish(status: TunnelStatus) {
+        guard lock != nil else { return }
+        record.status = status
+        try? record.write(to: gateway.state.statePath(name))
+    }
+
+    public func publish(planePID: Int32?, planeUser: UInt32?, mountNamespace: Bool? = nil) {
+        guard lock != nil else { return }
+        record.planePID = planePID
+        record.planeUser = planeUser
+        record.planeMountNamespace = planePID == nil ? nil : mountNamespace
+        try? record.write(to: gateway.state.statePath(name))
+    }
+
+    /// Gives the name up: the record and the lock go (nothing else was made).
+    public func release() {
+        guard let lock else { return }
+        self.lock = nil
+        let path = gateway.state.statePath(name)
+        if let left = TunnelRecord.read(from: path), left.pid == ProcessControl.id { FileSystem.remove(path) }
+        lock.releaseAndRemove()
+    }
+
+    deinit { release() }
 }
 
 /// A tunnel that is up: it owns the TUN descriptor and the name lock.

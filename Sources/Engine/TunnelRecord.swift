@@ -14,7 +14,9 @@ public struct TunnelRecord: Codable, Sendable, Equatable {
     public var name: String
     public var pid: Int32
     public var status: TunnelStatus
+    /// The tunnel's slot (table, priorities, mark); `noSlot` for a claim (`Engine.claim`: nothing applied).
     public var slot: Int
+    public static let noSlot = -1
     public var configPath: String?
     public var since: Double
     /// When the tunnel last went reasserting in this run (CLOCK_MONOTONIC, like `since`); nil until it has.

@@ -57,6 +57,8 @@ public struct TunnelReport: Codable, Sendable {
     public var addresses: [String] = []
     public var table: UInt32?
     public var rulePriority: UInt32?
+    /// True when the owner runs with no settings applied (Engine.claim): no TUN, nothing in the kernel.
+    public var noSettings: Bool?
     public var ipv4Routes = RouteCounts()
     public var ipv6Routes = RouteCounts()
     public var rules = 0
@@ -232,7 +234,12 @@ extension Engine {
             guard journal != nil else { return report }
             report.residue = true
         }
-        guard let slot = journal?.slot ?? record.map({ TunnelSlot(index: $0.slot) }) else { return report }
+        if held, journal == nil, record?.slot == TunnelRecord.noSlot {
+            // A claim: the owner runs with no settings applied (a provider's start completed without any).
+            report.noSettings = true
+            return report
+        }
+        guard let slot = journal?.slot ?? record.flatMap({ $0.slot >= 0 ? TunnelSlot(index: $0.slot) : nil }) else { return report }
         report.table = slot.table
         report.rulePriority = slot.lookupPriority
         do throws(NetlinkError) {

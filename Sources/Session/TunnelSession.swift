@@ -207,6 +207,9 @@ public final class TunnelSession {
     private var providerStarted = false
     /// When a provider's startTunnel times out (its plane's start + startTimeout), until it completes.
     private var startDeadline: Double?
+    /// A provider that runs with no settings applied (its start completed before it set any, or it
+    /// removed them): the name held, connected, served on the control socket; nothing in the kernel.
+    private var claim: TunnelClaim?
     /// What the provider's plane was last told of the carrier path (defaultPath), nil before it was.
     private var pathSent: Bool?
     /// An end the loop returns at its next turn (one reached while an app message waited).
@@ -276,7 +279,8 @@ public final class TunnelSession {
     public var status: TunnelStatus {
         switch state {
         case .idle, .stopped, .failedClosed: .disconnected
-        case .loaded, .applied: .connecting
+        case .loaded: claim?.isHeld == true ? .connected : .connecting
+        case .applied: .connecting
         case .restarting: .reasserting
         case .running:
             CarrierPath.tunnelStatus(runtime: lastRuntime?.tunnelStatus ?? .connected, carrierPathGone: monitor?.carrierPathGone ?? false)
@@ -415,12 +419,29 @@ public final class TunnelSession {
     /// The control socket (status, stop, message) and the monitor. Without the socket `up` fails.
     public func serve() throws(SessionError) {
         guard let tunnel else { throw SessionError("serve: no tunnel") }
-        let name = tunnel.plan.interfaceName
+        try serveControl(tunnel.plan.interfaceName)
+        monitor = try? engine.makeMonitor()
+        if monitor == nil { log("warning: cannot watch for outside changes; they will not be repaired") }
+    }
+
+    /// The control socket of `name` (kept when there is one: a claim's, when its settings arrive).
+    private func serveControl(_ name: String) throws(SessionError) {
+        guard control == nil else { return }
         do { control = try ControlServer(gateway: engine, name: name) } catch {
             throw SessionError("cannot create the control socket \(engine.state.controlPath(name)): \(error)")
         }
-        monitor = try? engine.makeMonitor()
-        if monitor == nil { log("warning: cannot watch for outside changes; they will not be repaired") }
+    }
+
+    /// A provider with no settings holds its name (`claim`): connected, with nothing applied.
+    private func claimWithoutSettings(_ name: String, plane: PlaneProcess) {
+        do throws(EngineError) {
+            let held = try engine.claim(name, status: .connected)
+            held.publish(planePID: plane.process.pid, planeUser: user.uid, mountNamespace: plane.mountNamespace)
+            claim = held
+            do throws(SessionError) { try serveControl(name) } catch { log("\(error)") }
+        } catch {
+            log("cannot hold \(name) while the provider has no settings: \(error)")
+        }
     }
 
     /// The summary line `up` prints.
@@ -731,6 +752,12 @@ public final class TunnelSession {
             providerStarted = true
             startDeadline = nil
             if case .applied(let p, let t) = state { state = .running(p, t, since: ProcessControl.monotonicSeconds()) }
+            if tunnel == nil, let name = provider?.interfaceName {
+                // As iOS takes the completion: ready to handle network data, whatever was set before it.
+                claimWithoutSettings(name, plane: plane)
+                log("startTunnel completed without network settings: \(status.rawValue), nothing applied (the tunnel routes nothing)")
+                return .none
+            }
             tunnel?.publish(status: status)
             log("startTunnel completed: \(status == .reasserting ? "reasserting" : status.rawValue)")
             return .none
@@ -767,18 +794,22 @@ public final class TunnelSession {
                 return (nil, nil, nil)
             }
             if let current = tunnel {
-                control = nil
+                // The control socket stays (the same name's, served by this session throughout: it may be
+                // answering the very app message that brought these settings).
                 monitor = nil
                 state = .loaded(plane)
                 try current.stop(keepFirewall: current.plan.hasKillSwitch && wanted != nil)
             }
             guard let wanted else {
                 settings = nil
+                // A running provider without settings stays connected, holding its name.
+                if providerStarted { claimWithoutSettings(name, plane: plane) }
                 return (nil, nil, nil)
             }
             // A provider's own connections bypass its tunnel to every destination, as on iOS.
             let tunnel = try engine.up(wanted, resolver: SystemResolver(), configPath: nil, awaitingRuntime: !providerStarted,
-                                       carrierIdentity: .userAnywhere(user.uid))
+                                       carrierIdentity: .userAnywhere(user.uid), claim: claim)
+            claim = nil
             settings = wanted
             state = providerStarted ? .running(plane, tunnel, since: ProcessControl.monotonicSeconds()) : .applied(plane, tunnel)
             tunnel.publish(planePID: plane.process.pid, planeUser: user.uid, mountNamespace: plane.mountNamespace)
@@ -817,6 +848,7 @@ public final class TunnelSession {
     public func stop(keepKillSwitch: Bool = false, providerReason: Int = 1) throws(EngineError) -> String {
         let tunnel = self.tunnel
         tunnel?.publish(status: .disconnecting)
+        claim?.publish(status: .disconnecting)
         notifier?.stopping(status: "\(tunnel?.plan.interfaceName ?? settings?.name ?? provider?.interfaceName ?? ""): disconnecting")
         if let plane {
             if provider != nil, plane.exitStatus == nil {
@@ -829,6 +861,8 @@ public final class TunnelSession {
         state = .stopped
         control = nil
         monitor = nil
+        claim?.release()
+        claim = nil
         releasePackage()
         guard let tunnel else { return "" }
         if keepKillSwitch && tunnel.plan.hasKillSwitch { return tunnel.stopFailed() }

@@ -461,6 +461,7 @@ extension CommandLine {
         var lines = ["\(r.name): \(r.status.rawValue)\(r.pid.map { " (pid \($0))" } ?? "")"]
         if let e = r.lastDisconnectError { lines.append("  last run ended with: \(e)") }
         if r.residue { lines.append("  residue of a run that did not stop cleanly; `tunnelgate down \(r.name)` removes it") }
+        if r.noSettings == true { lines.append("  no network settings: the provider has set none, so nothing is applied and the tunnel routes nothing") }
         if let i = r.interface {
             lines.append("  interface: \(i) (index \(r.interfaceIndex ?? 0)), mtu \(r.mtu ?? 0)" + (r.namespace.map { ", in namespace \($0) (isolate mode)" } ?? ""))
         }

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# networkextension-no-settings: a provider whose startTunnel completes before it sets any settings
+# (iTether's does) is connected, as iOS takes the completion (ready to handle network data): the host
+# holds the name (status connected, "no network settings", the engine's pid), serves the control socket
+# (`tunnelgate message` reaches handleAppMessage) and changes nothing in the kernel. Settings set later
+# are applied by the same owner; settings removed while running leave it connected with nothing applied;
+# `tunnelgate down` stops it (stopTunnel once) and nothing is left.
+#
+#   C ── tunnelgate-provider-example (TG_NE_START=no-settings) ── later tg0 (10.8.0.2/24, MTU 1280)
+#   │ eth0
+#   R ── I
+set -uo pipefail
+# shellcheck source=netns/lib.sh
+. "$(dirname "$0")/../lib.sh"
+PROVIDER=${TG_PROVIDER_EXAMPLE:-$TG_ROOT/.build/debug/tunnelgate-provider-example}
+[ -x "$PROVIDER" ] || tg_bail "the example host is built at $PROVIDER" "build it with: swift build"
+tg_begin
+tg_plane_test_hooks TG_NE_REMOTE TG_NE_DNS TG_NE_START TG_NE_COUNT_FILE TG_NE_STOP_FILE
+
+tg_snapshot "$NS_C" "$TG_TMP/before"
+state_dir=$(tg_state_dir "$NS_C")
+count_file=$TG_HOOKS/count
+stop_file=$TG_HOOKS/stops
+log=$TG_TMP/provider.log
+ip netns exec "$NS_C" env TG_NE_REMOTE="$CARRIER4" TG_NE_DNS=none TG_NE_START=no-settings TG_NE_COUNT_FILE="$count_file" \
+  TG_NE_STOP_FILE="$stop_file" "$PROVIDER" --provider counting >"$log" 2>&1 &
+host_pid=$!
+status_is() { ip netns exec "$NS_C" "$TG" status tg0 --json 2>/dev/null | jq -e "$1" >/dev/null; }
+message() { ip netns exec "$NS_C" "$TG" message tg0 "$1" 2>&1; }
+count_at_least() { [ "$(cat "$count_file" 2>/dev/null || echo 0)" -ge "$1" ]; }
+
+# --- started without settings: connected, nothing applied -------------------------------------------------
+wait_for "[no settings] startTunnel completed: connected, with no settings" 15 status_is '.status == "connected" and .noSettings == true'
+engine_pid=$(ip netns exec "$NS_C" "$TG" status tg0 --json 2>/dev/null | jq -r '.pid // empty')
+check "[no settings] status names the host's engine as the owner (pid $engine_pid)" test -n "$engine_pid"
+check "[no settings] ... a process of the host" bash -c "[ \"$engine_pid\" = \"$host_pid\" ] || grep -qx 'PPid:[[:space:]]*$host_pid' /proc/$engine_pid/status"
+tg_run ip netns exec "$NS_C" "$TG" status tg0
+check_match "[no settings] tunnelgate status says so" 'no network settings: the provider has set none' "$TG_OUT"
+check_eq "[no settings] tunnelgate message reaches handleAppMessage" "received 0" "$(message hello)"
+check_fails "[no settings] no TUN" ip -n "$NS_C" link show dev tg0
+check_match "[no settings] the log says why it is connected" 'startTunnel completed without network settings: connected, nothing applied' "$(cat "$log")"
+tg_snapshot "$NS_C" "$TG_TMP/no-settings"
+check_same_snapshot "[no settings] C's kernel state is untouched" "$TG_TMP/before" "$TG_TMP/no-settings"
+
+# --- settings set later: applied by the same owner -------------------------------------------------------
+check_eq "[later] the provider sets its settings from handleAppMessage" reapplied "$(message reapply)"
+wait_for "[later] connected with settings" 10 status_is '.status == "connected" and (.noSettings | not) and .interface == "tg0"'
+check_match "[later] tg0 has 10.8.0.2/24 and MTU 1280" 'mtu 1280 .*inet 10\.8\.0\.2/24 ' "$(ip -n "$NS_C" addr show dev tg0 2>&1 | tr '\n' ' ')"
+check_route "[later] $ELSEWHERE4 is looked up into tg0" "$NS_C" "$ELSEWHERE4" tg0
+check_eq "[later] the same owner" "$engine_pid" "$(ip netns exec "$NS_C" "$TG" status tg0 --json 2>/dev/null | jq -r '.pid // empty')"
+ip netns exec "$NS_C" ping -n -c 2 -i 0.2 -W 1 "$ELSEWHERE4" >/dev/null 2>&1
+wait_for "[later] packetFlow, read since the start, delivers what enters tg0" 5 count_at_least 2
+
+# --- settings removed while running: connected, nothing applied again -------------------------------------
+check_eq "[removed] setTunnelNetworkSettings(nil)" removed "$(message remove)"
+wait_for "[removed] connected, no settings" 10 status_is '.status == "connected" and .noSettings == true'
+check_fails "[removed] tg0 is gone" ip -n "$NS_C" link show dev tg0
+check_eq "[removed] tunnelgate message still reaches the provider" "received 2" "$(message hello)"
+tg_snapshot "$NS_C" "$TG_TMP/removed"
+check_same_snapshot "[removed] C's kernel state is as before" "$TG_TMP/before" "$TG_TMP/removed"
+
+# --- down ----------------------------------------------------------------------------------------------
+tg_run ip netns exec "$NS_C" "$TG" down tg0
+check_rc "[down] tunnelgate down tg0" 0
+wait_for "[down] the host ends" 30 tg_exited "$host_pid"
+wait "$host_pid"
+check_eq "[down] the host exits 0" 0 "$?"
+check_eq "[down] stopTunnel once, .userInitiated (1)" "stopTunnel 1" "$(cat "$stop_file" 2>&1)"
+check_eq "[down] no state, lock or socket of tg0 is left" "" \
+  "$(find "$state_dir" -maxdepth 1 \( -name 'tg0.*' \) 2>/dev/null)"
+tg_run ip netns exec "$NS_C" "$TG" status tg0 --json
+check_eq "[down] status: disconnected" disconnected "$(jq -r .status <<<"$TG_OUT" 2>&1)"
+tg_snapshot "$NS_C" "$TG_TMP/after"
+check_same_snapshot "[down] C's kernel state after stop equals the state before start" "$TG_TMP/before" "$TG_TMP/after"
+if [ "$TG_FAILED" -ne 0 ]; then _tg_detail "provider log:" "$(cat "$log")"; fi
+tg_summary
