@@ -225,7 +225,7 @@ check_eq "ip rule after SIGTERM equals ip rule before" "$(cat "$TG_TMP/rules-bef
 check_eq "nft list tables after SIGTERM equals the tables before" "$(cat "$TG_TMP/nft-before")" "$(ip netns exec "$NS_C" nft list tables)"
 
 # --- SIGKILL of the host and its plane, then `tunnelgate down` ---------------------------------------------
-: >"$events"
+rm -f "$events"  # the second plane may run as another uid (another scenario held the first): it makes the file anew
 ip netns exec "$NS_C" "$PROVIDER" --name tgc --include-all-networks --carrier "$EXCLUDED4:53/udp" --carrier "[$CARRIER6]:8443/tcp" >"$TG_TMP/provider2.log" 2>&1 &
 provider_pid=$!
 wait_for "the provider's tunnel tgc is connected again" 20 tgc_connected
