@@ -206,8 +206,10 @@ public final class Engine {
     /// Holds `name` for this process without applying anything: the name's lock and a record (`status`,
     /// no slot), so `status`, `down` and the control socket find the owner. For a provider whose
     /// startTunnel completed before it set any settings (connected, nothing routed) and one that
-    /// removed its settings while running. Residue of an earlier crash of the name is removed first,
-    /// but for a kill switch, which stays (as at `up`) until settings of this run replace it or `down`.
+    /// removed its settings while running. Residue of an earlier run of the name is removed first, but
+    /// for a kill switch, which stays (as at `up`) until settings of this run replace it, the claim is
+    /// released, or `down`: a provider under a kill switch that removed its settings still lets nothing
+    /// out but through the tunnel.
     public func claim(_ name: String, status: TunnelStatus) throws(EngineError) -> TunnelClaim {
         guard let lock = try system({ () throws(SystemCallError) in try FileLock.tryAcquire(state.lockPath(name)) }) else {
             throw EngineError.alreadyRunning(name: name, pid: TunnelRecord.read(from: state.statePath(name))?.pid)
@@ -852,10 +854,15 @@ public final class TunnelClaim {
         try? record.write(to: gateway.state.statePath(name))
     }
 
-    /// Gives the name up: the record and the lock go (nothing else was made).
-    public func release() {
+    /// Gives the name up: what an earlier tunnel of this owner left under the claim (a kill switch held
+    /// while the settings were removed) goes, but for the kill switch with `keepingKillSwitch`, and then
+    /// the record and the lock.
+    public func release(keepingKillSwitch: Bool = false) {
         guard let lock else { return }
         self.lock = nil
+        do throws(EngineError) { try gateway.removeResidue(name, keepFirewall: keepingKillSwitch, keepRecord: true) } catch {
+            gateway.log?("removing what \(name) held without settings failed: \(error)")
+        }
         let path = gateway.state.statePath(name)
         if let left = TunnelRecord.read(from: path), left.pid == ProcessControl.id { FileSystem.remove(path) }
         lock.releaseAndRemove()

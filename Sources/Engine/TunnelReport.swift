@@ -234,10 +234,11 @@ extension Engine {
             guard journal != nil else { return report }
             report.residue = true
         }
-        if held, journal == nil, record?.slot == TunnelRecord.noSlot {
-            // A claim: the owner runs with no settings applied (a provider's start completed without any).
+        if held, record?.slot == TunnelRecord.noSlot {
+            // A claim: the owner runs with no settings applied (a provider's start completed without any,
+            // or it removed them); what the kernel holds is only a kill switch it keeps, if any.
             report.noSettings = true
-            return report
+            if journal == nil { return report }
         }
         guard let slot = journal?.slot ?? record.flatMap({ $0.slot >= 0 ? TunnelSlot(index: $0.slot) : nil }) else { return report }
         report.table = slot.table

@@ -85,6 +85,7 @@ final class ProviderEngine {
         // The secrets its protocol refers to, read here (root) for the plane, which cannot read the store.
         let proto = handoff?.protocolConfigurationJSON.flatMap { try? NETunnelProviderProtocol.tunnelgateDecoded(Array($0.utf8)) }
         source.startTimeout = configuration.startTimeout
+        source.includeAllNetworks = configuration.includeAllNetworks
         source.secrets = TunnelgateSecretStore.secrets(
             of: proto, store: SecretStore(directory: ProcessControl.environmentValue("TUNNELGATE_SECRETS") ?? SecretStore.defaultDirectory))
         let session = TunnelSession(engine: engine, source: .provider(source), user: user,

@@ -96,6 +96,9 @@ public struct ProviderSource {
     public var secrets: [(reference: [UInt8], secret: SecureBytes)] = []
     /// How long startTunnel may take to complete, from the plane's start (iOS's 60 s): `.startTimedOut`.
     public var startTimeout: Double = 60
+    /// includeAllNetworks (the kill switch): a start completed without settings fails instead of
+    /// connecting, since there is nothing to keep traffic in the tunnel with.
+    public var includeAllNetworks = false
     /// A provider's settings (as they crossed the channel) as the model, or why not.
     public var translate: (JSONText) -> Result<TunnelSettings, ProviderRefusal>
 
@@ -432,10 +435,15 @@ public final class TunnelSession {
         }
     }
 
-    /// A provider with no settings holds its name (`claim`): connected, with nothing applied.
+    /// A provider with no settings holds its name (`claim`): connected (connecting while its start
+    /// has not completed), with nothing applied but a kill switch it kept.
     private func claimWithoutSettings(_ name: String, plane: PlaneProcess) {
+        if let claim, claim.isHeld {
+            claim.publish(status: status)
+            return
+        }
         do throws(EngineError) {
-            let held = try engine.claim(name, status: .connected)
+            let held = try engine.claim(name, status: providerStarted ? .connected : .connecting)
             held.publish(planePID: plane.process.pid, planeUser: user.uid, mountNamespace: plane.mountNamespace)
             claim = held
             do throws(SessionError) { try serveControl(name) } catch { log("\(error)") }
@@ -752,7 +760,15 @@ public final class TunnelSession {
             providerStarted = true
             startDeadline = nil
             if case .applied(let p, let t) = state { state = .running(p, t, since: ProcessControl.monotonicSeconds()) }
-            if tunnel == nil, let name = provider?.interfaceName {
+            if tunnel == nil, let provider {
+                let name = provider.interfaceName
+                if provider.includeAllNetworks, claim == nil {
+                    // Connected would promise what nothing enforces: no settings, so no kill switch.
+                    let message = "startTunnel completed without network settings, and includeAllNetworks needs them: "
+                        + "nothing would keep traffic inside the tunnel"
+                    log(message)
+                    return .end(.startFailed(DisconnectError(message: message, domain: "TunnelgateErrorDomain", code: 1)))
+                }
                 // As iOS takes the completion: ready to handle network data, whatever was set before it.
                 claimWithoutSettings(name, plane: plane)
                 log("startTunnel completed without network settings: \(status.rawValue), nothing applied (the tunnel routes nothing)")
@@ -798,7 +814,9 @@ public final class TunnelSession {
                 // answering the very app message that brought these settings).
                 monitor = nil
                 state = .loaded(plane)
-                try current.stop(keepFirewall: current.plan.hasKillSwitch && wanted != nil)
+                // A kill switch stays also when the settings go: the claim below holds it (fail-closed).
+                try current.stop(keepFirewall: current.plan.hasKillSwitch)
+                if wanted == nil, current.plan.hasKillSwitch || providerStarted { claimWithoutSettings(name, plane: plane) }
             }
             guard let wanted else {
                 settings = nil
@@ -861,7 +879,7 @@ public final class TunnelSession {
         state = .stopped
         control = nil
         monitor = nil
-        claim?.release()
+        claim?.release(keepingKillSwitch: keepKillSwitch)
         claim = nil
         releasePackage()
         guard let tunnel else { return "" }

@@ -4,7 +4,9 @@
 # holds the name (status connected, "no network settings", the engine's pid), serves the control socket
 # (`tunnelgate message` reaches handleAppMessage) and changes nothing in the kernel. Settings set later
 # are applied by the same owner; settings removed while running leave it connected with nothing applied;
-# `tunnelgate down` stops it (stopTunnel once) and nothing is left.
+# `tunnelgate down` stops it (stopTunnel once) and nothing is left. With includeAllNetworks a start without
+# settings fails (nothing would keep traffic inside the tunnel), and settings removed while running keep the
+# kill switch until settings come again or the stop.
 #
 #   C ── tunnelgate-provider-example (TG_NE_START=no-settings) ── later tg0 (10.8.0.2/24, MTU 1280)
 #   │ eth0
@@ -72,5 +74,44 @@ tg_run ip netns exec "$NS_C" "$TG" status tg0 --json
 check_eq "[down] status: disconnected" disconnected "$(jq -r .status <<<"$TG_OUT" 2>&1)"
 tg_snapshot "$NS_C" "$TG_TMP/after"
 check_same_snapshot "[down] C's kernel state after stop equals the state before start" "$TG_TMP/before" "$TG_TMP/after"
-if [ "$TG_FAILED" -ne 0 ]; then _tg_detail "provider log:" "$(cat "$log")"; fi
+
+# --- with includeAllNetworks: no settings is no kill switch, so the start fails ------------------------------
+log_ks=$TG_TMP/provider-ks.log
+tg_run ip netns exec "$NS_C" env TG_NE_REMOTE="$CARRIER4" TG_NE_DNS=none TG_NE_START=no-settings \
+  "$PROVIDER" --provider counting --include-all-networks
+check_eq "[kill switch, no settings] the host exits 1: connected would promise what nothing enforces" 1 "$TG_RC"
+check_match "[kill switch, no settings] ... saying why" 'startTunnel completed without network settings, and includeAllNetworks needs them' "$TG_ERR"
+tg_run ip netns exec "$NS_C" "$TG" status tg0 --json
+check_match "[kill switch, no settings] the reason is the last disconnect error" 'includeAllNetworks needs them' \
+  "$(jq -r '.lastDisconnectError // empty' <<<"$TG_OUT" 2>&1)"
+tg_snapshot "$NS_C" "$TG_TMP/after-ks-refused"
+check_same_snapshot "[kill switch, no settings] C's kernel state is untouched" "$TG_TMP/before" "$TG_TMP/after-ks-refused"
+
+# --- with includeAllNetworks: settings removed while running keep the kill switch ---------------------------
+rm -f "$stop_file"
+ip netns exec "$NS_C" env TG_NE_REMOTE="$CARRIER4" TG_NE_DNS=none TG_NE_STOP_FILE="$stop_file" \
+  "$PROVIDER" --provider counting --include-all-networks >"$log_ks" 2>&1 &
+host_pid=$!
+wait_for "[kill switch] connected with settings" 15 status_is '.status == "connected" and .interface == "tg0"'
+check_eq "[kill switch] setTunnelNetworkSettings(nil)" removed "$(message remove)"
+wait_for "[kill switch] connected, no settings" 10 status_is '.status == "connected" and .noSettings == true'
+check_fails "[kill switch] tg0 is gone" ip -n "$NS_C" link show dev tg0
+check "[kill switch] the kill switch stays (fail-closed)" ip netns exec "$NS_C" nft list table inet tunnelgate-tg0
+check_fails "[kill switch] nothing leaves C: $CARRIER4 does not answer root's ping" ip netns exec "$NS_C" ping -n -c 1 -W 1 "$CARRIER4"
+check_eq "[kill switch] settings again" reapplied "$(message reapply)"
+wait_for "[kill switch] connected with settings again" 10 status_is '.status == "connected" and (.noSettings | not) and .interface == "tg0"'
+check "[kill switch] the kill switch is the tunnel's" status_is '.killSwitch == true'
+check_eq "[kill switch] removed again" removed "$(message remove)"
+wait_for "[kill switch] no settings again" 10 status_is '.noSettings == true'
+kill -TERM "$host_pid"
+wait "$host_pid"
+check_eq "[kill switch] SIGTERM: the host exits 0" 0 "$?"
+check_eq "[kill switch] stopTunnel once, .userInitiated (1)" "stopTunnel 1" "$(cat "$stop_file" 2>&1)"
+check "[kill switch] after the stop, $CARRIER4 answers root's ping" ip netns exec "$NS_C" ping -n -c 1 -W 2 "$CARRIER4"
+check_eq "[kill switch] no state, lock, journal or socket of tg0 is left" "" \
+  "$(find "$state_dir" -maxdepth 1 \( -name 'tg0.*' \) 2>/dev/null)"
+tg_snapshot "$NS_C" "$TG_TMP/after-ks"
+check_same_snapshot "[kill switch] C's kernel state after the stop equals the state before" "$TG_TMP/before" "$TG_TMP/after-ks"
+
+if [ "$TG_FAILED" -ne 0 ]; then _tg_detail "provider log:" "$(cat "$log")"; _tg_detail "kill-switch provider log:" "$(cat "$log_ks" 2>/dev/null)"; fi
 tg_summary
