@@ -809,19 +809,20 @@ public final class TunnelSession {
                 if status != current.record.status { current.publish(status: status) }
                 return (nil, nil, nil)
             }
+            var keptKillSwitch = false
             if let current = tunnel {
                 // The control socket stays (the same name's, served by this session throughout: it may be
                 // answering the very app message that brought these settings).
                 monitor = nil
                 state = .loaded(plane)
-                // A kill switch stays also when the settings go: the claim below holds it (fail-closed).
-                try current.stop(keepFirewall: current.plan.hasKillSwitch)
-                if wanted == nil, current.plan.hasKillSwitch || providerStarted { claimWithoutSettings(name, plane: plane) }
+                // A kill switch stays, also when the settings go: the claim below holds it (fail-closed).
+                keptKillSwitch = current.plan.hasKillSwitch
+                try current.stop(keepFirewall: keptKillSwitch)
             }
             guard let wanted else {
                 settings = nil
-                // A running provider without settings stays connected, holding its name.
-                if providerStarted { claimWithoutSettings(name, plane: plane) }
+                // Without settings a running provider stays connected, holding its name (and a kill switch).
+                if providerStarted || keptKillSwitch { claimWithoutSettings(name, plane: plane) }
                 return (nil, nil, nil)
             }
             // A provider's own connections bypass its tunnel to every destination, as on iOS.
