@@ -282,7 +282,7 @@ public final class TunnelSession {
     public var status: TunnelStatus {
         switch state {
         case .idle, .stopped, .failedClosed: .disconnected
-        case .loaded: claim?.isHeld == true ? .connected : .connecting
+        case .loaded: providerStarted && claim?.isHeld == true ? .connected : .connecting
         case .applied: .connecting
         case .restarting: .reasserting
         case .running:
@@ -549,16 +549,17 @@ public final class TunnelSession {
                     tunnel?.publish(disconnectOnSleep: sleepNote)
                 }
             }
-            if let startDeadline, ProcessControl.monotonicSeconds() >= startDeadline, let provider {
-                publish(force: true)
-                return .startTimedOut(seconds: provider.startTimeout)
-            }
             if let end = watchPlane() {
                 guard case .runtimeFailed(let reason) = end, let tunnel, tunnel.plan.hasKillSwitch else { return end }
                 // The engine outlives its plane: under a kill switch it stays, keeps the switch repaired and
                 // answers `status` (disconnected, with why) until `down`, SIGTERM or `stop`.
                 failClosed(tunnel, reason: "the runtime failed: \(reason)")
                 log("the runtime failed: \(reason); the kill switch stays in place until `tunnelgate down \(tunnel.plan.interfaceName)`")
+            }
+            // After the plane's messages: a completion that arrived with the deadline is a completion.
+            if let startDeadline, ProcessControl.monotonicSeconds() >= startDeadline, let provider {
+                publish(force: true)
+                return .startTimedOut(seconds: provider.startTimeout)
             }
             if let monitor, let tunnel {
                 if (monitorStart..<monitorEnd).contains(where: { set.events(at: $0) != [] }) { monitor.notificationsArrived() }
