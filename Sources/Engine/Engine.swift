@@ -751,6 +751,11 @@ public final class Engine {
     /// lock is released, and goes then (as when an owner stops) — unless a new owner has written its own.
     private func removeResidueAndRelease(_ name: String, lock: FileLock, keepKillSwitch: Bool) throws(EngineError) {
         defer {
+            // A killed owner's control socket: nobody can listen on it while the name's lock is held here.
+            let control = state.controlPath(name)
+            if FileSystem.exists(control), (try? UnixSocket.connect(to: control)).map({ $0.close() }) == nil {
+                FileSystem.remove(control)
+            }
             lock.releaseAndRemove()
             let path = state.statePath(name)
             if let left = TunnelRecord.read(from: path), left.status == .disconnected || !ProcessControl.exists(left.pid) {

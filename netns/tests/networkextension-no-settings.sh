@@ -113,5 +113,27 @@ check_eq "[kill switch] no state, lock, journal or socket of tg0 is left" "" \
 tg_snapshot "$NS_C" "$TG_TMP/after-ks"
 check_same_snapshot "[kill switch] C's kernel state after the stop equals the state before" "$TG_TMP/before" "$TG_TMP/after-ks"
 
+# --- SIGKILL while the claim holds the kill switch: it stays until `tunnelgate down` ---------------------------
+log_kill=$TG_TMP/provider-kill.log
+ip netns exec "$NS_C" env TG_NE_REMOTE="$CARRIER4" TG_NE_DNS=none "$PROVIDER" --provider counting --include-all-networks >"$log_kill" 2>&1 &
+host_pid=$!
+wait_for "[SIGKILL] connected with settings" 15 status_is '.status == "connected" and .interface == "tg0"'
+check_eq "[SIGKILL] setTunnelNetworkSettings(nil)" removed "$(message remove)"
+wait_for "[SIGKILL] connected, no settings, the kill switch held" 10 status_is '.noSettings == true'
+plane=$(ip netns exec "$NS_C" "$TG" status tg0 --json 2>/dev/null | jq -r '.planePID // empty')
+kill -KILL "$host_pid" ${plane:+"$plane"} 2>/dev/null
+wait "$host_pid" 2>/dev/null
+wait_for "[SIGKILL] the plane is gone too" 10 tg_exited "${plane:-0}"
+check "[SIGKILL] status no longer says connected" status_is '.status != "connected"'
+check "[SIGKILL] the kill switch stays (fail-closed)" ip netns exec "$NS_C" nft list table inet tunnelgate-tg0
+check_fails "[SIGKILL] nothing leaves C: $CARRIER4 does not answer root's ping" ip netns exec "$NS_C" ping -n -c 1 -W 1 "$CARRIER4"
+tg_run ip netns exec "$NS_C" "$TG" down tg0
+check_rc "[SIGKILL] tunnelgate down tg0 removes what is left" 0
+check "[SIGKILL] after down, $CARRIER4 answers root's ping" ip netns exec "$NS_C" ping -n -c 1 -W 2 "$CARRIER4"
+check_eq "[SIGKILL] no state, lock, journal or socket of tg0 is left" "" \
+  "$(find "$state_dir" -maxdepth 1 \( -name 'tg0.*' \) 2>/dev/null)"
+tg_snapshot "$NS_C" "$TG_TMP/after-kill"
+check_same_snapshot "[SIGKILL] C's kernel state after down equals the state before" "$TG_TMP/before" "$TG_TMP/after-kill"
+
 if [ "$TG_FAILED" -ne 0 ]; then _tg_detail "provider log:" "$(cat "$log")"; _tg_detail "kill-switch provider log:" "$(cat "$log_ks" 2>/dev/null)"; fi
 tg_summary
