@@ -853,9 +853,7 @@ public final class TunnelClaim {
 
     public func publish(planePID: Int32?, planeUser: UInt32?, mountNamespace: Bool? = nil) {
         guard lock != nil else { return }
-        record.planePID = planePID
-        record.planeUser = planeUser
-        record.planeMountNamespace = planePID == nil ? nil : mountNamespace
+        record.setPlane(pid: planePID, user: planeUser, mountNamespace: mountNamespace)
         try? record.write(to: gateway.state.statePath(name))
     }
 
@@ -948,9 +946,7 @@ public final class ActiveTunnel {
     /// Publishes who the packet plane is (nil pid: none runs now).
     public func publish(planePID: Int32?, planeUser: UInt32?, mountNamespace: Bool? = nil) {
         guard !stopped else { return }
-        record.planePID = planePID
-        record.planeUser = planeUser
-        record.planeMountNamespace = planePID == nil ? nil : mountNamespace
+        record.setPlane(pid: planePID, user: planeUser, mountNamespace: mountNamespace)
         try? record.write(to: gateway.state.statePath(plan.interfaceName))
     }
 

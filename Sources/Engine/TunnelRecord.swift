@@ -53,3 +53,12 @@ public struct TunnelRecord: Codable, Sendable, Equatable {
         return try? JSONDecoder().decode(TunnelRecord.self, from: Data(bytes))
     }
 }
+
+extension TunnelRecord {
+    /// Who the packet plane is (nil pid: none runs now; its mount namespace is then unknown).
+    mutating func setPlane(pid: Int32?, user: UInt32?, mountNamespace: Bool?) {
+        planePID = pid
+        planeUser = user
+        planeMountNamespace = pid == nil ? nil : mountNamespace
+    }
+}
