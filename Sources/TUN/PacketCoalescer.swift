@@ -44,7 +44,8 @@ public final class PacketCoalescer {
     let capacity: Int
     /// The batch's groups. A value of its own, grouped by one mutating call and read through one copy
     /// per write: as stored properties of this class every element read and written would be a dynamic
-    /// exclusivity check (swift_beginAccess), measured at 4 % of a receiving plane's CPU.
+    /// exclusivity check (swift_beginAccess and AccessSet::insert under `write`: 2.6 % of a receiving
+    /// plane's CPU under TCP, perf, docs/performance.md session 10).
     private var grouping: Grouping
     private let scratch: UnsafeMutableRawPointer
     private let vectors: IOVectors
