@@ -1,43 +1,6 @@
 import TunnelgateSettings
 
 extension JSONValue {
-    /// The value as JSON text, keys in the order they are held (so a prevResult comes back in the
-    /// order it came), numbers as they were written. `indent` 0 puts everything on one line.
-    public func serialized(indent: Int = 0) -> String {
-        var out = ""
-        write(to: &out, indent: indent, level: 0)
-        return out
-    }
-
-    private func write(to out: inout String, indent: Int, level: Int) {
-        let newline = indent > 0 ? "\n" : ""
-        let pad = { (n: Int) in String(repeating: " ", count: indent * n) }
-        switch self {
-        case .null: out += "null"
-        case .bool(let b): out += b ? "true" : "false"
-        case .number(_, let literal): out += literal
-        case .string(let s): out += JSONValue.quoted(s)
-        case .array(let items):
-            if items.isEmpty { out += "[]"; return }
-            out += "[" + newline
-            for (i, item) in items.enumerated() {
-                out += pad(level + 1)
-                item.write(to: &out, indent: indent, level: level + 1)
-                out += (i + 1 < items.count ? "," : "") + newline
-            }
-            out += pad(level) + "]"
-        case .object(let members):
-            if members.isEmpty { out += "{}"; return }
-            out += "{" + newline
-            for (i, m) in members.enumerated() {
-                out += pad(level + 1) + JSONValue.quoted(m.key) + (indent > 0 ? ": " : ":")
-                m.value.write(to: &out, indent: indent, level: level + 1)
-                out += (i + 1 < members.count ? "," : "") + newline
-            }
-            out += pad(level) + "}"
-        }
-    }
-
     /// The member `key` of an object; nil for anything else or a missing key.
     public subscript(member key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }

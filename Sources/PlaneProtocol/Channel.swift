@@ -1,5 +1,5 @@
-import FoundationEssentials
 import LinuxSystem
+import TunnelgateSettings
 
 /// Frames on the engine–plane channel (a SOCK_SEQPACKET pair): one message per datagram, the JSON of
 /// the message after a 4-byte big-endian length, then an optional tail of raw bytes (secrets, never in
@@ -27,7 +27,7 @@ public enum ChannelFrame {
 
     /// The datagram of `message` with `tail` after it.
     public static func encode<M: Encodable>(_ message: M, tail: UnsafeRawBufferPointer? = nil) throws -> [UInt8] {
-        let json = try JSONEncoder().encode(message)
+        let json = try JSONCoding.encode(message)
         var out: [UInt8] = []
         out.reserveCapacity(4 + json.count + (tail?.count ?? 0))
         let n = UInt32(json.count)
@@ -43,7 +43,7 @@ public enum ChannelFrame {
         let n = Int(bytes[0]) << 24 | Int(bytes[1]) << 16 | Int(bytes[2]) << 8 | Int(bytes[3])
         guard n <= bytes.count - 4 else { throw .badLength(n) }
         do {
-            let message = try JSONDecoder().decode(M.self, from: Data(bytes[4..<(4 + n)]))
+            let message = try JSONCoding.decode(M.self, from: Array(bytes[4..<(4 + n)]))
             return (message, 4 + n)
         } catch {
             throw .undecodable(String(describing: error).prefix(200).description)

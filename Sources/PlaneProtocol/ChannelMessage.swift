@@ -1,4 +1,3 @@
-import FoundationEssentials
 import LinuxSystem
 import RuntimeABI
 import TunnelgateSettings

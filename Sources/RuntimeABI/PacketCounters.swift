@@ -1,5 +1,3 @@
-import FoundationEssentials
-
 /// Packet counters of the tunnel's packet flow.
 public struct PacketCounters: Codable, Sendable, Equatable {
     /// Packets and bytes read from the TUN (sent by the host into the tunnel).

@@ -1,4 +1,3 @@
-import FoundationEssentials
 import TunnelgateSettings
 
 /// A static or ephemeral X25519 private key with its public key. A secret: `description`,
@@ -65,7 +64,7 @@ public struct PrivateKey: Sendable, Equatable, CustomStringConvertible, CustomDe
     }
 
     /// The 44-character base64 form. Secret: a String that cannot be wiped (tests).
-    public var base64: String { withUnsafeBytes { Data($0).base64EncodedString() } }
+    public var base64: String { withUnsafeBytes { Base64Key.encode(Array($0)) } }
     /// 64 lowercase hex digits. Secret: a String that cannot be wiped (tests).
     public var hex: String { withUnsafeBytes { KeyEncoding.encodeHex(Array($0)) } }
 

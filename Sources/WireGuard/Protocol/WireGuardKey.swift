@@ -1,4 +1,4 @@
-import FoundationEssentials
+import TunnelgateSettings
 
 /// A 32-byte public key (X25519), as `wg` prints it: 44 characters of base64 or 64 of hex.
 /// Also the type of any other public 32-byte value that travels in that form.
@@ -25,7 +25,7 @@ public struct WireGuardKey: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The 44-character base64 form.
-    public var base64: String { Data(bytes).base64EncodedString() }
+    public var base64: String { Base64Key.encode(bytes) }
 
     /// 64 lowercase hex digits.
     public var hex: String { KeyEncoding.encodeHex(bytes) }
@@ -38,12 +38,9 @@ enum KeyEncoding {
     static let base64Length = 44
 
     static func decodeBase64(_ text: String) -> [UInt8]? {
-        guard text.utf8.count == base64Length, text.hasSuffix("="),
-              let data = Data(base64Encoded: text), data.count == WireGuardCrypto.keyLength,
-              // Canonical only: the unused low bits of the last character must be zero.
-              data.base64EncodedString() == text
-        else { return nil }
-        return [UInt8](data)
+        // Canonical only (Base64Key: the unused low bits of the last character must be zero).
+        guard text.utf8.count == base64Length else { return nil }
+        return Base64Key.decode(text)
     }
 
     static func decodeHex(_ text: String) -> [UInt8]? {

@@ -1,0 +1,396 @@
+/// Codable to and from JSON without Foundation: what the engine–plane channel speaks, so that the
+/// packet plane (docs/architecture.md) links no Foundation at all. The encoder builds a `JSONValue`
+/// and writes it compactly; the decoder reads what `JSONParser` parsed (strict RFC 8259). Integers
+/// keep every digit: they travel as their decimal literal, never through a Double.
+public enum JSONCoding {
+    /// The compact JSON of `value` (object keys in the order the value encodes them).
+    public static func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
+        Array(try encodeValue(value).serialized().utf8)
+    }
+
+    /// `value` as a JSON document tree.
+    public static func encodeValue<T: Encodable>(_ value: T) throws -> JSONValue {
+        if let json = value as? JSONValue { return json }
+        let node = EncodingNode()
+        try value.encode(to: TreeEncoder(node: node, codingPath: []))
+        guard let result = node.resolved() else {
+            throw EncodingError.invalidValue(value, .init(codingPath: [], debugDescription: "\(T.self) encoded nothing"))
+        }
+        return result
+    }
+
+    /// A `T` from JSON text.
+    public static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
+        let tree: JSONValue
+        do { tree = try JSONParser.parse(bytes) } catch {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not JSON: \(error)"))
+        }
+        return try decode(type, from: tree)
+    }
+
+    /// A `T` from a parsed document.
+    public static func decode<T: Decodable>(_ type: T.Type, from tree: JSONValue) throws -> T {
+        try TreeDecoder(value: tree, codingPath: []).decodeValue(T.self)
+    }
+}
+
+extension JSONValue {
+    /// The value as JSON text, keys in the order they are held (so a prevResult comes back in the
+    /// order it came), numbers as they were written. `indent` 0 puts everything on one line.
+    public func serialized(indent: Int = 0) -> String {
+        var out = ""
+        write(to: &out, indent: indent, level: 0)
+        return out
+    }
+
+    private func write(to out: inout String, indent: Int, level: Int) {
+        let newline = indent > 0 ? "\n" : ""
+        let pad = { (n: Int) in String(repeating: " ", count: indent * n) }
+        switch self {
+        case .null: out += "null"
+        case .bool(let b): out += b ? "true" : "false"
+        case .number(_, let literal): out += literal
+        case .string(let s): out += JSONValue.quoted(s)
+        case .array(let items):
+            if items.isEmpty { out += "[]"; return }
+            out += "[" + newline
+            for (i, item) in items.enumerated() {
+                out += pad(level + 1)
+                item.write(to: &out, indent: indent, level: level + 1)
+                out += (i + 1 < items.count ? "," : "") + newline
+            }
+            out += pad(level) + "]"
+        case .object(let members):
+            if members.isEmpty { out += "{}"; return }
+            out += "{" + newline
+            for (i, m) in members.enumerated() {
+                out += pad(level + 1) + JSONValue.quoted(m.key) + (indent > 0 ? ": " : ":")
+                m.value.write(to: &out, indent: indent, level: level + 1)
+                out += (i + 1 < members.count ? "," : "") + newline
+            }
+            out += pad(level) + "}"
+        }
+    }
+}
+
+// MARK: - Encoding
+
+/// One place in the document being built: a value, an object or an array, whichever container the
+/// encodable asked for first.
+private final class EncodingNode {
+    enum Content {
+        case empty
+        case value(JSONValue)
+        case object([(key: String, node: EncodingNode)])
+        case array([EncodingNode])
+    }
+    var content = Content.empty
+
+    func resolved() -> JSONValue? {
+        switch content {
+        case .empty: nil
+        case .value(let v): v
+        case .object(let members): .object(members.map { ($0.key, $0.node.resolved() ?? .object([])) })
+        case .array(let items): .array(items.map { $0.resolved() ?? .object([]) })
+        }
+    }
+
+    /// The child under `key`, replacing one encoded before under the same key.
+    func member(_ key: String) -> EncodingNode {
+        var members: [(key: String, node: EncodingNode)] = []
+        if case .object(let existing) = content { members = existing }
+        let child = EncodingNode()
+        if let i = members.firstIndex(where: { $0.key == key }) { members[i].node = child } else { members.append((key, child)) }
+        content = .object(members)
+        return child
+    }
+
+    func appendItem() -> EncodingNode {
+        var items: [EncodingNode] = []
+        if case .array(let existing) = content { items = existing }
+        let child = EncodingNode()
+        items.append(child)
+        content = .array(items)
+        return child
+    }
+
+    func becomeObject() { if case .object = content {} else { content = .object([]) } }
+    func becomeArray() { if case .array = content {} else { content = .array([]) } }
+}
+
+private struct IndexKey: CodingKey {
+    var intValue: Int?
+    var stringValue: String
+    init(_ index: Int) { intValue = index; stringValue = String(index) }
+    init?(intValue: Int) { self.init(intValue) }
+    init?(stringValue: String) { nil }
+}
+
+private struct SuperKey: CodingKey {
+    var stringValue: String { "super" }
+    var intValue: Int? { nil }
+    init() {}
+    init?(stringValue: String) { nil }
+    init?(intValue: Int) { nil }
+}
+
+private struct TreeEncoder: Encoder {
+    let node: EncodingNode
+    let codingPath: [any CodingKey]
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        node.becomeObject()
+        return KeyedEncodingContainer(KeyedTreeEncoder<Key>(node: node, codingPath: codingPath))
+    }
+
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        node.becomeArray()
+        return UnkeyedTreeEncoder(node: node, codingPath: codingPath)
+    }
+
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        SingleTreeEncoder(node: node, codingPath: codingPath)
+    }
+}
+
+/// The JSON of a primitive, or nil when `value` is not one (then it encodes itself).
+private func primitive<T: Encodable>(_ value: T, at path: [any CodingKey]) throws -> JSONValue? {
+    switch value {
+    case let v as JSONValue: return v
+    case let v as Bool: return .bool(v)
+    case let v as String: return .string(v)
+    case let v as Double: return try number(v, at: path)
+    case let v as Float: return try number(Double(v), at: path)
+    case let v as Int: return .number(Double(v), literal: String(v))
+    case let v as Int8: return .number(Double(v), literal: String(v))
+    case let v as Int16: return .number(Double(v), literal: String(v))
+    case let v as Int32: return .number(Double(v), literal: String(v))
+    case let v as Int64: return .number(Double(v), literal: String(v))
+    case let v as UInt: return .number(Double(v), literal: String(v))
+    case let v as UInt8: return .number(Double(v), literal: String(v))
+    case let v as UInt16: return .number(Double(v), literal: String(v))
+    case let v as UInt32: return .number(Double(v), literal: String(v))
+    case let v as UInt64: return .number(Double(v), literal: String(v))
+    default: return nil
+    }
+}
+
+private func number(_ d: Double, at path: [any CodingKey]) throws -> JSONValue {
+    guard d.isFinite else {
+        throw EncodingError.invalidValue(d, .init(codingPath: path, debugDescription: "\(d) is not a JSON number"))
+    }
+    // Swift prints the shortest form that reads back as the same Double: valid JSON when finite.
+    if d == d.rounded(), abs(d) < 1e15 { return .number(d, literal: String(Int64(d))) }
+    return .number(d, literal: String(d))
+}
+
+private func encode<T: Encodable>(_ value: T, into node: EncodingNode, at path: [any CodingKey]) throws {
+    if let json = try primitive(value, at: path) {
+        node.content = .value(json)
+    } else {
+        try value.encode(to: TreeEncoder(node: node, codingPath: path))
+    }
+}
+
+private struct KeyedTreeEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let node: EncodingNode
+    let codingPath: [any CodingKey]
+
+    mutating func encodeNil(forKey key: Key) throws { node.member(key.stringValue).content = .value(.null) }
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+        try TunnelgateSettings.encode(value, into: node.member(key.stringValue), at: codingPath + [key])
+    }
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type,
+                                                       forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+        let child = node.member(key.stringValue)
+        child.becomeObject()
+        return KeyedEncodingContainer(KeyedTreeEncoder<NestedKey>(node: child, codingPath: codingPath + [key]))
+    }
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+        let child = node.member(key.stringValue)
+        child.becomeArray()
+        return UnkeyedTreeEncoder(node: child, codingPath: codingPath + [key])
+    }
+    mutating func superEncoder() -> any Encoder {
+        TreeEncoder(node: node.member("super"), codingPath: codingPath + [SuperKey()])
+    }
+    mutating func superEncoder(forKey key: Key) -> any Encoder {
+        TreeEncoder(node: node.member(key.stringValue), codingPath: codingPath + [key])
+    }
+}
+
+private struct UnkeyedTreeEncoder: UnkeyedEncodingContainer {
+    let node: EncodingNode
+    let codingPath: [any CodingKey]
+    var count: Int {
+        if case .array(let items) = node.content { return items.count }
+        return 0
+    }
+
+    mutating func encodeNil() throws { node.appendItem().content = .value(.null) }
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        let path = codingPath + [IndexKey(count)]
+        try TunnelgateSettings.encode(value, into: node.appendItem(), at: path)
+    }
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+        let path = codingPath + [IndexKey(count)]
+        let child = node.appendItem()
+        child.becomeObject()
+        return KeyedEncodingContainer(KeyedTreeEncoder<NestedKey>(node: child, codingPath: path))
+    }
+    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+        let path = codingPath + [IndexKey(count)]
+        let child = node.appendItem()
+        child.becomeArray()
+        return UnkeyedTreeEncoder(node: child, codingPath: path)
+    }
+    mutating func superEncoder() -> any Encoder {
+        let path = codingPath + [IndexKey(count)]
+        return TreeEncoder(node: node.appendItem(), codingPath: path)
+    }
+}
+
+private struct SingleTreeEncoder: SingleValueEncodingContainer {
+    let node: EncodingNode
+    let codingPath: [any CodingKey]
+
+    mutating func encodeNil() throws { node.content = .value(.null) }
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        try TunnelgateSettings.encode(value, into: node, at: codingPath)
+    }
+}
+
+// MARK: - Decoding
+
+private struct TreeDecoder: Decoder {
+    let value: JSONValue
+    let codingPath: [any CodingKey]
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    func mismatch<T>(_ type: T.Type, _ expected: String) -> DecodingError {
+        .typeMismatch(type, .init(codingPath: codingPath, debugDescription: "expected \(expected), found \(value.typeName)"))
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        guard case .object(let members) = value else { throw mismatch([String: JSONValue].self, "an object") }
+        return KeyedDecodingContainer(KeyedTreeDecoder<Key>(members: members, codingPath: codingPath))
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        guard case .array(let items) = value else { throw mismatch([JSONValue].self, "an array") }
+        return UnkeyedTreeDecoder(items: items, codingPath: codingPath)
+    }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer {
+        SingleTreeDecoder(decoder: self)
+    }
+
+    /// A `T` from this value: primitives read directly, everything else through `init(from:)`.
+    func decodeValue<T: Decodable>(_ type: T.Type) throws -> T {
+        if T.self == JSONValue.self { return value as! T }
+        if T.self == Bool.self {
+            guard case .bool(let b) = value else { throw mismatch(T.self, "a boolean") }
+            return b as! T
+        }
+        if T.self == String.self {
+            guard case .string(let s) = value else { throw mismatch(T.self, "a string") }
+            return s as! T
+        }
+        if T.self == Double.self { return try double() as! T }
+        if T.self == Float.self {
+            let d = try double()
+            guard let f = Float(exactly: d) ?? (d.magnitude <= Double(Float.greatestFiniteMagnitude) ? Float(d) : nil) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "\(d) does not fit a Float"))
+            }
+            return f as! T
+        }
+        if let integer = T.self as? any FixedWidthInteger.Type { return try self.integer(integer) as! T }
+        return try T(from: self)
+    }
+
+    private func double() throws -> Double {
+        guard case .number(let d, _) = value else { throw mismatch(Double.self, "a number") }
+        return d
+    }
+
+    private func integer<I: FixedWidthInteger>(_ type: I.Type) throws -> I {
+        guard case .number(let d, let literal) = value else { throw mismatch(I.self, "a number") }
+        if let exact = I(literal) { return exact }
+        // 1.0 or 1e3: an integer written another way; anything else is not an I.
+        if let exact = I(exactly: d) { return exact }
+        throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "\(literal) is not a \(I.self)"))
+    }
+}
+
+private struct KeyedTreeDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let members: [(key: String, value: JSONValue)]
+    let codingPath: [any CodingKey]
+
+    var allKeys: [Key] { members.compactMap { Key(stringValue: $0.key) } }
+    func contains(_ key: Key) -> Bool { members.contains { $0.key == key.stringValue } }
+
+    private func child(_ key: Key) throws -> TreeDecoder {
+        guard let member = members.first(where: { $0.key == key.stringValue }) else {
+            throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no member \"\(key.stringValue)\""))
+        }
+        return TreeDecoder(value: member.value, codingPath: codingPath + [key])
+    }
+
+    func decodeNil(forKey key: Key) throws -> Bool { try child(key).value == .null }
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try child(key).decodeValue(T.self) }
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+        try child(key).container(keyedBy: type)
+    }
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
+        try child(key).unkeyedContainer()
+    }
+    func superDecoder() throws -> any Decoder {
+        TreeDecoder(value: members.first { $0.key == "super" }?.value ?? .null, codingPath: codingPath + [SuperKey()])
+    }
+    func superDecoder(forKey key: Key) throws -> any Decoder {
+        TreeDecoder(value: members.first { $0.key == key.stringValue }?.value ?? .null, codingPath: codingPath + [key])
+    }
+}
+
+private struct UnkeyedTreeDecoder: UnkeyedDecodingContainer {
+    let items: [JSONValue]
+    let codingPath: [any CodingKey]
+    var currentIndex = 0
+
+    init(items: [JSONValue], codingPath: [any CodingKey]) {
+        self.items = items
+        self.codingPath = codingPath
+    }
+
+    var count: Int? { items.count }
+    var isAtEnd: Bool { currentIndex >= items.count }
+
+    private mutating func next() throws -> TreeDecoder {
+        guard !isAtEnd else {
+            throw DecodingError.valueNotFound(JSONValue.self, .init(codingPath: codingPath + [IndexKey(currentIndex)],
+                                                                    debugDescription: "the array has \(items.count) items"))
+        }
+        defer { currentIndex += 1 }
+        return TreeDecoder(value: items[currentIndex], codingPath: codingPath + [IndexKey(currentIndex)])
+    }
+
+    mutating func decodeNil() throws -> Bool {
+        guard !isAtEnd else { return false }
+        if items[currentIndex] == .null { currentIndex += 1; return true }
+        return false
+    }
+    mutating func decode<T: Decodable>(_ type: T.Type) throws -> T { try next().decodeValue(T.self) }
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+        try next().container(keyedBy: type)
+    }
+    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer { try next().unkeyedContainer() }
+    mutating func superDecoder() throws -> any Decoder { try next() }
+}
+
+private struct SingleTreeDecoder: SingleValueDecodingContainer {
+    let decoder: TreeDecoder
+    var codingPath: [any CodingKey] { decoder.codingPath }
+    func decodeNil() -> Bool { decoder.value == .null }
+    func decode<T: Decodable>(_ type: T.Type) throws -> T { try decoder.decodeValue(T.self) }
+}
