@@ -5,6 +5,7 @@ let package = Package(
     name: "Tunnelgate",
     products: [
         .executable(name: "tunnelgate", targets: ["tunnelgate"]),
+        .executable(name: "tunnelgate-plane", targets: ["tunnelgate-plane"]),
         .library(name: "TunnelgateSettings", targets: ["TunnelgateSettings"]),
         .library(name: "Engine", targets: ["Engine"]),
         .library(name: "Session", targets: ["Session"]),
@@ -87,7 +88,10 @@ let package = Package(
         .target(name: "Session", dependencies: ["Engine", "DNSConfig", "PlaneProtocol", "RuntimeABI", "TUN", "Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),
         // `tunnelgate metrics`: the Prometheus text-format endpoint over the published state (Engine's reports).
         .target(name: "Metrics", dependencies: ["Engine", "LinuxSystem", "TunnelgateSettings"]),
-        .executableTarget(name: "tunnelgate", dependencies: ["NetworkExtension", "Session", "PacketPlane", "Engine", "Metrics", "Runtimes", "WireGuard", "TunnelgateSettings", "TunnelgateSecrets"]),
+        .executableTarget(name: "tunnelgate", dependencies: ["NetworkExtension", "Session", "Engine", "Metrics", "Runtimes", "WireGuard", "TunnelgateSettings", "TunnelgateSecrets"]),
+        // The packet plane's executable, which the engine starts into the plane's sandbox: the runtimes,
+        // the TUN and the channel, and neither Foundation nor the engine's modules (docs/architecture.md).
+        .executableTarget(name: "tunnelgate-plane", dependencies: ["PacketPlane", "LinuxSystem"]),
         // `import os` / `import os.log` on Linux: the Swift module os (Logger, OSLog, os_log, privacy
         // interpolations; one line per message on standard error) over a Clang module also named os
         // (COSLog's module map), which gives it the submodule `log` that `import os.log` names.
@@ -143,6 +147,6 @@ let package = Package(
         .testTarget(name: "MetricsTests", dependencies: ["Metrics", "Engine", "LinuxSystem", "TunnelgateSettings"]),
         .testTarget(name: "CNITests", dependencies: ["CNI", "TunnelgateSettings"]),
         .testTarget(name: "WireGuardTests", dependencies: ["WireGuard", "CTransportAEAD", "RuntimeABI", "TUN", "LinuxSystem", "TunnelgateSettings", "TunnelgateTestSupport"]),
-        .testTarget(name: "PacketPlaneTests", dependencies: ["PacketPlane", "RuntimeABI", "TUN", "TunnelgateTestSupport"]),
+        .testTarget(name: "PacketPlaneTests", dependencies: ["PacketPlane", "PlaneProtocol", "RuntimeABI", "TUN", "TunnelgateSettings", "TunnelgateTestSupport"]),
     ]
 )

@@ -19,7 +19,7 @@
 # one each round: iperf3 TCP with 1 stream (with ping through the tunnel meanwhile: the RTT under load, and
 # each daemon's CPU time from /proc/PID/stat utime+stime before and after), TCP with 4 streams, and UDP
 # packets/s received (1,000-byte datagrams offered at 2 Gbit/s, i.e. 250,000 packets/s). A tunnelgate
-# tunnel is two processes, the engine and its unprivileged packet plane (`tunnelgate plane`, its pid in
+# tunnel is two processes, the engine and its unprivileged packet plane (tunnelgate-plane, its pid in
 # `status --json` .planePID): its CPU time and peak resident memory (VmHWM, read after the last round) are
 # the sums over the engine and every process under it. Ratios to wggo-new are taken within each round
 # (runs seconds apart, so a change in the machine's load hits both alike); their median and quartiles over
@@ -68,7 +68,9 @@ bash Scripts/setup.sh
 # what a user runs, and what its resident memory is.
 # The tree as it is built (a change made to it while the rounds run is not in the binary measured).
 built_from="$(git rev-parse --short=12 HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- Sources Package.swift 2>/dev/null || echo ' + uncommitted changes')"
-swift build -c release --static-swift-stdlib --disable-local-rpath --product tunnelgate >/dev/null
+for product in tunnelgate tunnelgate-plane; do
+  swift build -c release --static-swift-stdlib --disable-local-rpath --product "$product" >/dev/null
+done
 TG=$(pwd)/.build/release/tunnelgate
 
 modes=(veth wggo-new wggo-deb tg-tg "tg>wggo" "wggo>tg")

@@ -4,7 +4,8 @@
 #   - the shared libraries the binaries link, by dpkg-shlibdeps (package names and minimum versions
 #     from Debian's shlibs and symbols files): libc6, libmnl0, libnftnl11, libsodium23, libsystemd0 …
 #   - the packages of the programs the maintainer scripts need (none today), by dpkg -S
-#   - nothing for programs tunnelgate runs: it starts only itself (/proc/self/exe, for --detach), and
+#   - nothing for programs tunnelgate runs: it starts only itself (/proc/self/exe, for --detach) and its
+#     packet plane (/usr/lib/tunnelgate/tunnelgate-plane, in the package), and
 #     talks to the kernel through libmnl/libnftnl, never through ip(8) or nft(8)
 #     (netns/tests/package.sh checks that claim against the sources).
 #

@@ -64,6 +64,8 @@ export ELSEWHERE4=198.19.77.1     ELSEWHERE6=2001:db8:77::1
 TG_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export TG_ROOT
 export TG="${TG:-$TG_ROOT/.build/debug/tunnelgate}"
+# The packet plane's executable, which the engine finds beside its own (Session's PlaneProcess).
+export TG_PLANE="${TG_PLANE:-$(dirname "$TG")/tunnelgate-plane}"
 export TG_LAB="${TG_LAB:-$TG_ROOT/.build/debug/tunnelgate-lab}"
 # The topology tg_topology_up builds (node names c r l i; the addresses above).
 TG_TOPOLOGY=${TG_TOPOLOGY:-$TG_ROOT/netns/topology.json}
@@ -666,19 +668,17 @@ tg_state_dir() {
 tg_tunnel_pids() {
   local pid
   for pid in $(ip netns pids "$1" 2>/dev/null); do
-    [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$TG")" ] || continue
-    _tg_is_plane "$pid" || echo "$pid"
+    [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$TG")" ] && echo "$pid"
   done
   return 0
 }
 
-# tg_plane_pids NS: the packet planes (`tunnelgate plane`, the unprivileged processes that run the tunnels'
+# tg_plane_pids NS: the packet planes (tunnelgate-plane, the unprivileged processes that run the tunnels'
 # runtimes) living in NS.
 tg_plane_pids() {
   local pid
   for pid in $(ip netns pids "$1" 2>/dev/null); do
-    [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$TG")" ] || continue
-    _tg_is_plane "$pid" && echo "$pid"
+    [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$(readlink -f "$TG_PLANE")" ] && echo "$pid"
   done
   return 0
 }
@@ -697,11 +697,6 @@ tg_plane_test_hooks() {
 # tg_plane_uid NS NAME: the uid of tunnel NAME's packet plane (its carrier identity), from its status.
 tg_plane_uid() {
   ip netns exec "$1" "$TG" status "$2" --json 2>/dev/null | jq -r '.planeUser // empty'
-}
-
-# _tg_is_plane PID: PID is a packet plane (its command line is `tunnelgate plane …`).
-_tg_is_plane() {
-  [ "$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | cut -d' ' -f2)" == plane ]
 }
 
 # tg_no_tunnel_process NS: no tunnelgate process is left in NS (a predicate for wait_for).

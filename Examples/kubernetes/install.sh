@@ -1,8 +1,9 @@
 #!/bin/sh
 # The DaemonSet's installer (Examples/kubernetes/tunnelgate-cni.yaml, docs/kubernetes.md): runs in a
 # privileged container with the node's CNI directories mounted, and
-#   1. copies tunnelgate and tunnelgate-cni onto the node (binaries first: a conflist that names a
-#      plugin the node does not have fails every pod's sandbox);
+#   1. copies tunnelgate, its packet plane (tunnelgate-plane, beside it) and tunnelgate-cni onto the
+#      node (binaries first: a conflist that names a plugin the node does not have fails every pod's
+#      sandbox);
 #   2. copies the tunnel configurations (the mounted Secret) into the node's tunnel directory, 0600;
 #   3. chains tunnelgate-cni after the cluster's primary plugin: appends it to the `plugins` of the
 #      conflist the runtime uses (the first *.conflist in lexical order), once, and again whenever the
@@ -42,6 +43,8 @@ copy() {
 
 install_files() {
   mkdir -p "$CNI_BIN_DIR" "$NODE_TUNNELGATE_DIR"
+  # The plane first: a tunnelgate without its plane beside it cannot start a tunnel.
+  copy "$SOURCE_DIR/bin/tunnelgate-plane" "$NODE_TUNNELGATE_DIR" tunnelgate-plane 755
   copy "$SOURCE_DIR/bin/tunnelgate" "$NODE_TUNNELGATE_DIR" tunnelgate 755
   copy "$SOURCE_DIR/bin/tunnelgate-cni" "$CNI_BIN_DIR" tunnelgate-cni 755
   mkdir -p "$NODE_TUNNEL_DIR"

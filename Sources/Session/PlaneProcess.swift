@@ -54,15 +54,58 @@ public final class PlaneProcess {
         channel.descriptor.close()
     }
 
-    /// Starts this executable (`/proc/self/exe`, or `executable`) as a plane running as `user`.
-    public static func spawn(user: PlaneUser, log: FileDescriptor?, arguments: [String] = ["tunnelgate", "plane"],
+    /// The packet plane's executable, installed with tunnelgate: beside it (a build tree, a copy in
+    /// /opt/tunnelgate/bin) or in its prefix's lib/tunnelgate (an installed system).
+    public static let planeExecutableName = "tunnelgate-plane"
+
+    /// Where this engine looks for the plane's executable, in order: `DIR/tunnelgate-plane`, then
+    /// `DIR/../lib/tunnelgate/tunnelgate-plane`, DIR being the directory of the engine's own executable.
+    public static func planeExecutableCandidates(besides executable: String) -> [String] {
+        var directory = executable
+        if let slash = directory.lastIndex(of: "/") { directory = String(directory[..<slash]) } else { directory = "." }
+        if directory.isEmpty { directory = "/" }
+        var prefix = directory
+        if let slash = prefix.lastIndex(of: "/") { prefix = String(prefix[..<slash]) }
+        let base = directory == "/" ? "" : directory
+        return ["\(base)/\(planeExecutableName)", "\(prefix)/lib/tunnelgate/\(planeExecutableName)"]
+    }
+
+    /// Opens the plane's executable (`planeExecutableCandidates`, the first that exists), trusted as
+    /// the engine's own executable is: every directory on the way and the file itself owned by root or
+    /// by the owner of the engine's executable and writable by nobody else (TrustedFile). The plane is
+    /// handed the tunnel's secrets, so a file another user could replace is refused, never run.
+    public static func openPlaneExecutable() throws(SessionError) -> FileDescriptor {
+        guard let own = ProcessControl.executablePath() else {
+            throw SessionError("cannot read /proc/self/exe: the packet plane's executable is found beside tunnelgate's own")
+        }
+        let ownStatus: FileStatus?
+        do throws(SystemCallError) { ownStatus = try FileSystem.status(own, followingSymbolicLinks: true) } catch {
+            throw SessionError("tunnelgate's own executable \(own): \(error)")
+        }
+        guard let ownOwner = ownStatus?.owner else { throw SessionError("tunnelgate's own executable \(own) is gone") }
+        let candidates = planeExecutableCandidates(besides: own)
+        for path in candidates {
+            let file: TrustedFile
+            do throws(TrustedFile.Failure) { file = try TrustedFile.open(path, trusting: ownOwner) } catch {
+                if case .notFound = error { continue }
+                throw SessionError("the packet plane's executable: \(error)")
+            }
+            guard file.status.permissions & 0o111 != 0 else {
+                file.close()
+                throw SessionError("the packet plane's executable \(path) is not executable (mode 0\(String(file.status.permissions, radix: 8)))")
+            }
+            return file.descriptor
+        }
+        throw SessionError("the packet plane's executable is missing: neither \(candidates.joined(separator: " nor ")) exists "
+                           + "(it is built and installed with tunnelgate: swift build, Scripts/install.sh)")
+    }
+
+    /// Starts a plane running as `user`: `executable` (a provider host's own, for its provider) or, when
+    /// nil, the packet plane's executable (`openPlaneExecutable`).
+    public static func spawn(user: PlaneUser, log: FileDescriptor?, arguments: [String] = [planeExecutableName],
                              executable: FileDescriptor? = nil, environment: [String] = []) throws(SessionError) -> PlaneProcess {
         let exe: FileDescriptor
-        do {
-            exe = try executable ?? FileDescriptor.openExecutable()
-        } catch {
-            throw SessionError("cannot open tunnelgate's own executable: \(error)")
-        }
+        if let executable { exe = executable } else { exe = try openPlaneExecutable() }
         defer { if executable == nil { exe.close() } }
         let pair: (engine: SeqPacketChannel, plane: SeqPacketChannel)
         do { pair = try SeqPacketChannel.pair() } catch { throw SessionError("the packet plane's channel: \(error)") }

@@ -333,7 +333,14 @@ public final class TunnelSession {
     private func spawnAndLoad() throws(SessionError) -> PlaneProcess {
         if let provider {
             pathSent = nil  // a new plane is told the carrier path again
-            let plane = try PlaneProcess.spawn(user: user, log: planeLog, arguments: provider.arguments, environment: provider.environment)
+            // A provider's plane is the provider host's own executable (/proc/self/exe), run as a plane.
+            let own: FileDescriptor
+            do { own = try FileDescriptor.openExecutable() } catch {
+                throw SessionError("cannot open the provider host's own executable: \(error)")
+            }
+            defer { own.close() }
+            let plane = try PlaneProcess.spawn(user: user, log: planeLog, arguments: provider.arguments,
+                                               executable: own, environment: provider.environment)
             do throws(SessionError) { try sendProvider(provider, to: plane) } catch {
                 plane.kill()
                 throw error

@@ -1,6 +1,5 @@
 import FoundationEssentials
 import Engine
-import PacketPlane
 import Session
 import LinuxSystem
 import TunnelgateSettings
@@ -161,8 +160,6 @@ extension CommandLine {
         guard let first = arguments.first else { throw UsageError(message: "missing subcommand", command: nil) }
         if first == "-h" || first == "--help" { print(overview, terminator: ""); return ExitCode.success }
         if first == "--version" { print(version); return ExitCode.success }
-        // The packet plane: started by the engine into its sandbox, never by a user (not in the help).
-        if first == "plane" { return PacketPlane.main(Array(arguments.dropFirst())) }
         // `exec`'s command, entering its namespace: started by `tunnelgate exec` only (not in the help).
         if first == "exec-enter" { return execEnter(Array(arguments.dropFirst())) }
         // The drop-in for wireguard-go (docs/wireguard.md): its own usage, not a configuration's.

@@ -20,7 +20,7 @@ tg_defer stop_installer
 
 node=$TG_TMP/node
 mkdir -p "$node/etc/cni/net.d" "$TG_TMP/source/bin" "$TG_TMP/secret"
-cp "$TG" "$CNI" "$TG_TMP/source/bin/"
+cp "$TG" "$TG_PLANE" "$CNI" "$TG_TMP/source/bin/"
 printf '[Interface]\nPrivateKey = x\n' >"$TG_TMP/secret/corp.conf"
 echo '{"name": "eu"}' >"$TG_TMP/secret/eu.json"
 echo 'not a tunnel' >"$TG_TMP/secret/README"
@@ -49,6 +49,8 @@ check_rc "install.sh --once" 0
 check_eq "tunnelgate-cni is in the node's CNI plugin directory, 0755" 755 "$(stat -c %a "$CNI_BIN_DIR/tunnelgate-cni" 2>&1)"
 check "... the same file as built" cmp -s "$CNI" "$CNI_BIN_DIR/tunnelgate-cni"
 check_eq "tunnelgate is in /opt/tunnelgate/bin, 0755" 755 "$(stat -c %a "$NODE_TUNNELGATE_DIR/tunnelgate" 2>&1)"
+check_eq "... and its packet plane beside it, 0755, the same file as built" "755 same" \
+  "$(stat -c %a "$NODE_TUNNELGATE_DIR/tunnelgate-plane" 2>&1) $(cmp -s "$TG_PLANE" "$NODE_TUNNELGATE_DIR/tunnelgate-plane" && echo same)"
 check_eq "the tunnel directory is 0700" 700 "$(stat -c %a "$NODE_TUNNEL_DIR" 2>&1)"
 check_eq "the tunnel files are there, 0600, and nothing else" "corp.conf 600
 eu.json 600" "$(cd "$NODE_TUNNEL_DIR" && stat -c '%n %a' * 2>&1)"

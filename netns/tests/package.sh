@@ -49,6 +49,7 @@ tg_run bash "$TG_ROOT/Scripts/install.sh" --destdir "$stage"
 check_rc "install.sh --destdir (prefix /usr/local) installs" 0
 check_match "… and says how many files" '^install: tunnelgate .*: [0-9]+ files installed, 0 unchanged' "$TG_OUT"
 check "… tunnelgate in PREFIX/sbin" test -x "$stage/usr/local/sbin/tunnelgate"
+check "… its packet plane in PREFIX/lib/tunnelgate, where the engine looks" test -x "$stage/usr/local/lib/tunnelgate/tunnelgate-plane"
 check_match "… the unit's ExecStart= names the installed binary" '^ExecStart=/usr/local/sbin/tunnelgate up %i$' \
   "$(cat "$stage/usr/local/lib/systemd/system/tunnelgate@.service")"
 check_eq "… /etc/tunnelgate is made empty, mode 700" "700 0" \
@@ -88,7 +89,8 @@ done
 check_no_match "Depends: names no Swift toolchain or runtime package" 'swift' "$depends"
 # ip(8) and nft(8) are not dependencies because nothing in the binary runs them: the programs the linked
 # modules start are tunnelgate itself (/proc/self/exe: `up --detach`, `exec`'s command entering its
-# namespace through `exec-enter`, the detached `tunnelgate wireguard`), only for `--netns
+# namespace through `exec-enter`, the detached `tunnelgate wireguard`), its packet plane (tunnelgate-plane,
+# in the package, started through LinuxSystem's SandboxedProcess), only for `--netns
 # podman:NAME` the user's own podman (`podman inspect`; Podman has no daemon to ask), and, for
 # `tunnelgate on-demand` (which links NetworkExtension), the registered provider host a saved
 # configuration names, started from the sealed copy of the file it checked (/proc/self/fd/N). The primitives
@@ -119,7 +121,7 @@ for f in /usr/sbin/tunnelgate /usr/sbin/tunnelgate-wireguard /usr/lib/systemd/sy
   /usr/lib/systemd/system/tunnelgate-on-demand@.service \
   /usr/share/man/man8/tunnelgate.8.gz /usr/share/man/man5/tunnelgate.json.5.gz \
   /usr/share/bash-completion/completions/tunnelgate /usr/share/zsh/vendor-completions/_tunnelgate \
-  /usr/lib/tunnelgate/libTunnelgateExampleRuntime.so /etc/tunnelgate; do
+  /usr/lib/tunnelgate/libTunnelgateExampleRuntime.so /usr/lib/tunnelgate/tunnelgate-plane /etc/tunnelgate; do
   check_match "the package holds $f" "^$(tg_re "$f")\$" "$files"
 done
 check_no_match "the package does not ship install.sh's manifest" 'install-manifest' "$files"
@@ -173,6 +175,9 @@ check_rc "the installed tunnelgate --version runs" 0
 check_eq "it prints the package's version" "$version" "$TG_OUT"
 tg_run in_root ldd /usr/sbin/tunnelgate
 check_no_match "the installed binary links no Swift library" 'swift|not found' "$TG_OUT"
+tg_run in_root ldd /usr/lib/tunnelgate/tunnelgate-plane
+check_rc "the installed packet plane's libraries all resolve in the root (ldd)" 0
+check_no_match "… and it links no Swift library either" 'swift|not found' "$TG_OUT"
 
 # A sample configuration, validated inside the root (IP literals only: no name resolution needed).
 cat >"$ROOT/etc/tunnelgate/tg0.json" <<'EOF'

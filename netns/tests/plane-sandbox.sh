@@ -4,7 +4,9 @@
 #
 #   C (tunnelgate: engine + packet plane) ── R ── L (tunnelgate, the example runtime's peer)
 #
-# Asserted, for a tunnel without a runtime and for the example callback runtime: the plane runs as a uid
+# Asserted: the plane is tunnelgate-plane, found beside tunnelgate and holding no Foundation or engine
+# code (symbols, mapped files); a tunnelgate without it, or with one others could write, refuses `up`
+# and makes nothing. For a tunnel without a runtime and for the example callback runtime: the plane runs as a uid
 # of its own (not root), with no capability in any set, no_new_privs, a seccomp filter, an empty
 # environment, a read-only root and the engine's state directory hidden, and no netlink socket; the
 # engine keeps only the capabilities it needs. A hostile runtime (Tests/HostileRuntime) tries to add a
@@ -37,6 +39,22 @@ config() { # FILE NAME ADDRESS BIND PEER LIBRARY EXTRA-ARGS EXTRA-TOP (lib.sh tg
     --args ', "--keepalive-ms", "200"'"$7" --packet-path callback --top "$8"
 }
 status_json() { ip netns exec "$1" "$TG" status "$2" --json 2>/dev/null; }
+
+# The plane's executable is tunnelgate-plane: no Foundation, none of the engine's modules. Their symbols
+# (Swift's mangling: $s, the module name's length, the name) are counted in both binaries: tunnelgate
+# has thousands (so the count can fail), the plane none.
+engine_modules='^\$s(20FoundationEssentials|10Foundation|15CoreFoundation|6Engine|7Netlink|8Nftables|9DNSConfig|7Session|16NetworkExtension)'
+module_symbols() { nm "$1" 2>/dev/null | awk '{print $NF}' | grep -cE "$engine_modules"; }
+check "[executable] tunnelgate's own binary has Foundation's and the engine's symbols ($(module_symbols "$TG"))" \
+  test "$(module_symbols "$TG")" -gt 1000
+check_eq "[executable] tunnelgate-plane has none of them" 0 "$(module_symbols "$TG_PLANE")"
+check_plane_executable() { # LABEL NS NAME
+  local pid
+  pid=$(status_json "$2" "$3" | jq -r '.planePID // empty')
+  check_eq "[$1] the plane runs tunnelgate-plane" "$(readlink -f "$TG_PLANE")" "$(readlink "/proc/${pid:-0}/exe" 2>&1)"
+  check_eq "[$1] ... with no Foundation library mapped" "" "$(grep -i foundation "/proc/${pid:-0}/maps" 2>&1)"
+  check_eq "[$1] ... and its command line is tunnelgate-plane" tunnelgate-plane "$(tr '\0' ' ' <"/proc/${pid:-0}/cmdline" 2>&1 | sed 's/ $//')"
+}
 status_is() { status_json "$1" "$2" | jq -e "$3" >/dev/null; }
 
 # --- no runtime, and the example runtime: the sandbox from outside ----------------------------------------
@@ -47,8 +65,30 @@ CFG
 tg_run ip netns exec "$NS_C" "$TG" up "$TG_TMP/none.json" --detach
 check_rc "[none] up" 0
 tg_check_plane none "$NS_C" tgn
+check_plane_executable none "$NS_C" tgn
 tg_run ip netns exec "$NS_C" "$TG" down tgn
 check_rc "[none] down" 0
+
+# --- the plane's executable: beside tunnelgate, refused when missing or replaceable by others -----------
+alone=$TG_TMP/alone
+mkdir -p "$alone" && chmod 755 "$alone" && cp "$TG" "$alone/tunnelgate"
+tg_run ip netns exec "$NS_C" "$alone/tunnelgate" up "$TG_TMP/none.json"
+check_rc "[executable] a tunnelgate copied without its plane: up fails" 1
+check_match "[executable] ... naming where it looked" \
+  "the packet plane's executable is missing: neither $(tg_re "$alone/tunnelgate-plane") nor $(tg_re "$TG_TMP/lib/tunnelgate/tunnelgate-plane") exists" "$TG_ERR"
+check_eq "[executable] ... having made nothing: no tgn link in C" "" "$(ip -n "$NS_C" -o link show tgn 2>/dev/null)"
+cp "$TG_PLANE" "$alone/tunnelgate-plane" && chmod 777 "$alone/tunnelgate-plane"
+tg_run ip netns exec "$NS_C" "$alone/tunnelgate" up "$TG_TMP/none.json"
+check_rc "[executable] a plane executable others can write: up fails" 1
+check_match "[executable] ... refusing it, never running it" "$(tg_re "$alone/tunnelgate-plane"): writable by others" "$TG_ERR"
+check_eq "[executable] ... having made nothing" "" "$(ip -n "$NS_C" -o link show tgn 2>/dev/null)"
+chmod 755 "$alone/tunnelgate-plane"
+tg_run ip netns exec "$NS_C" "$alone/tunnelgate" up "$TG_TMP/none.json" --detach
+check_rc "[executable] with the plane beside it, that copy's up works" 0
+check_eq "[executable] ... and runs the plane beside it" "$alone/tunnelgate-plane" \
+  "$(readlink "/proc/$(status_json "$NS_C" tgn | jq -r '.planePID // 0')/exe" 2>&1)"
+tg_run ip netns exec "$NS_C" "$alone/tunnelgate" down tgn
+check_rc "[executable] down" 0
 
 config "$TG_TMP/a.json" tga 10.60.0.1 "$C_ETH0_4:5400" "$LAN4:5400" "$LIB" "" ', "includeAllNetworks": true, "carrierEndpoints": ["'"$LAN4"':5400/udp"], "restart": {"policy": "on-failure", "attempts": 3}'
 config "$TG_TMP/b.json" tgb 10.60.0.2 "$LAN4:5400" "$C_ETH0_4:5400" "$LIB" "" ""
@@ -68,6 +108,7 @@ tg_run ip netns exec "$NS_C" "$TG" up "$TG_TMP/a.json" --detach
 check_rc "[callback] up in C (full tunnel, kill switch, \"restart\": on-failure, 3 attempts)" 0
 check_ping "[callback] ping crosses the tunnel" "$NS_C" 10.60.0.2
 tg_check_plane callback "$NS_C" tga
+check_plane_executable callback "$NS_C" tga
 engine=$(tg_tunnel_pids "$NS_C" | head -n 1)
 # NET_ADMIN NET_BIND_SERVICE SYS_ADMIN SETUID SETGID SETPCAP KILL DAC_OVERRIDE DAC_READ_SEARCH IPC_LOCK SYS_PTRACE
 check_match "[engine] keeps only the capabilities it needs" '^CapEff:[[:space:]]+00000000002855e6$' "$(cat "/proc/$engine/status")"

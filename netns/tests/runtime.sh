@@ -136,12 +136,12 @@ check_processes_clean() {
     esac
     grep -qFf "$pattern" <<<"$text" && problems+=("/proc/$pid/$file holds the secret")
   done
-  # The planes hold the secret in memory only: their command line is `tunnelgate plane`, their
+  # The planes hold the secret in memory only: their command line is `tunnelgate-plane`, their
   # environment empty.
   for pid in $planes; do
     text=$(tr '\0' '\n' <"/proc/$pid/$file")
     case $file in
-    cmdline) [ "$text" == $'tunnelgate\nplane' ] || problems+=("/proc/$pid/cmdline of the plane is not tunnelgate plane: $text") ;;
+    cmdline) [ "$text" == tunnelgate-plane ] || problems+=("/proc/$pid/cmdline of the plane is not tunnelgate-plane: $text") ;;
     environ) [ -z "$text" ] || problems+=("/proc/$pid/environ of the plane is not empty") ;;
     esac
     grep -qFf "$pattern" <<<"$text" && problems+=("/proc/$pid/$file holds the secret")
