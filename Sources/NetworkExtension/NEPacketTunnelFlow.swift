@@ -19,6 +19,9 @@ open class NEPacketTunnelFlow: NSObject, @unchecked Sendable {
     private var descriptor: Int32 = -1
     /// Bumped on every bind/unbind, so a poll on an old descriptor never reads.
     private var generation = 0
+    /// The generation whose descriptor failed a read (EBADFD once its interface is deleted, before the
+    /// host unbinds it): not polled again, so the reader waits instead of spinning, and says so once.
+    private var failedGeneration = -1
     private var pending: [([Data], [NSNumber]) -> Void] = []
     /// Of `pending`, the async reads' handlers by position: a continuation must be resumed once, so at
     /// close these get an empty batch (a completion handler's read is simply never delivered, as on iOS).
@@ -84,7 +87,7 @@ open class NEPacketTunnelFlow: NSObject, @unchecked Sendable {
         defer { buffer.deallocate() }
         while true {
             condition.lock()
-            while !closed && (descriptor < 0 || pending.isEmpty) { condition.wait() }
+            while !closed && (descriptor < 0 || pending.isEmpty || generation == failedGeneration) { condition.wait() }
             if closed { condition.unlock(); return }
             let fd = descriptor, seen = generation
             condition.unlock()
@@ -100,7 +103,8 @@ open class NEPacketTunnelFlow: NSObject, @unchecked Sendable {
             while packets.count < Self.maximumBatch {
                 let n: Int?
                 do throws(SystemCallError) { n = try tun.read(into: buffer) } catch {
-                    FileHandle.standardError.write(Data("NEPacketTunnelFlow: \(error)\n".utf8))
+                    FileHandle.standardError.write(Data("NEPacketTunnelFlow: \(error); waiting for the host to bind another TUN\n".utf8))
+                    failedGeneration = generation
                     break
                 }
                 guard let n, n > 0 else { break }

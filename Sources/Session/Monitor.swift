@@ -127,7 +127,7 @@ public final class Monitor {
         let started = ProcessControl.monotonicSeconds()
         guard let due = checkDue, started >= due else { return Pass() }
         checkDue = nil
-        if let closedTable { return enforce(closedTable, tunnel: tunnel) }
+        if let closedTable { return enforce(closedTable) }
 
         let outcome = gateway.repair(tunnel.plan, interfaceIndex: tunnel.interfaceIndex)
         // What cannot be repaired is said when it changes, not on every pass that meets it again.
@@ -185,8 +185,23 @@ public final class Monitor {
         return pass
     }
 
+    /// Runs a due check of a kill switch held with no tunnel (a provider's settings removed under a
+    /// kill switch, its name held by a claim): `table`, as the tunnel left it, is put back when it
+    /// differs, as the block-all table of a tunnel that failed closed is.
+    public func runDueKillSwitchCheck(_ table: NftTable) -> Pass {
+        guard let due = checkDue, ProcessControl.monotonicSeconds() >= due else { return Pass() }
+        checkDue = nil
+        return enforce(table)
+    }
+
+    /// Asks for a check at once (a state this monitor did not see made, such as a kill switch just
+    /// left to a claim).
+    public func checkNow() {
+        if checkDue == nil { checkDue = ProcessControl.monotonicSeconds() }
+    }
+
     /// Once failed closed: the block-all table is all the tunnel keeps; put back when it differs.
-    private func enforce(_ table: NftTable, tunnel: ActiveTunnel) -> Pass {
+    private func enforce(_ table: NftTable) -> Pass {
         let found = gateway.firewallDifferences(table)
         guard !found.isEmpty else { return Pass() }
         var pass = Pass()

@@ -1,6 +1,7 @@
 import DNSConfig
 import Engine
 import LinuxSystem
+import Nftables
 import PlaneProtocol
 import RuntimeABI
 import TunnelgateSettings
@@ -213,6 +214,9 @@ public final class TunnelSession {
     /// A provider that runs with no settings applied (its start completed before it set any, or it
     /// removed them): the name held, connected, served on the control socket; nothing in the kernel.
     private var claim: TunnelClaim?
+    /// The kill switch a provider's removed settings left, held by `claim` and kept as it was by the
+    /// monitor (put back when others change or delete it) until settings come again or the stop.
+    private var heldKillSwitch: NftTable?
     /// What the provider's plane was last told of the carrier path (defaultPath), nil before it was.
     private var pathSent: Bool?
     /// An end the loop returns at its next turn (one reached while an app message waited).
@@ -568,6 +572,12 @@ public final class TunnelSession {
                 publish(force: true)
                 return .startTimedOut(seconds: provider.startTimeout)
             }
+            if let monitor, tunnel == nil, let heldKillSwitch {
+                if (monitorStart..<monitorEnd).contains(where: { set.events(at: $0) != [] }) { monitor.notificationsArrived() }
+                let pass = monitor.runDueKillSwitchCheck(heldKillSwitch)
+                if !pass.repaired.isEmpty { log("repaired the kill switch after an outside change: \(pass.repaired.joined(separator: "; "))") }
+                for line in pass.problems { log(line) }
+            }
             if let monitor, let tunnel {
                 if (monitorStart..<monitorEnd).contains(where: { set.events(at: $0) != [] }) { monitor.notificationsArrived() }
                 let pass = monitor.runDueCheck(tunnel: tunnel)
@@ -826,13 +836,23 @@ public final class TunnelSession {
                 // A kill switch stays, also when the settings go: the claim below holds it (fail-closed).
                 keptKillSwitch = current.plan.hasKillSwitch
                 try current.stop(keepFirewall: keptKillSwitch)
+                if keptKillSwitch { heldKillSwitch = current.plan.firewall }
             }
             guard let wanted else {
                 settings = nil
                 // Without settings a running provider stays connected, holding its name (and a kill switch).
                 if providerStarted || keptKillSwitch { claimWithoutSettings(name, plane: plane) }
+                if heldKillSwitch != nil {
+                    // The kill switch is watched and repaired while the claim holds it, as a tunnel's is.
+                    monitor = try? engine.makeMonitor()
+                    if monitor == nil { log("warning: cannot watch the kill switch for outside changes; they will not be repaired") }
+                    monitor?.checkNow()
+                }
                 return (nil, nil, nil)
             }
+            // Engine.up replaces the held kill switch in one transaction (never lifted between).
+            heldKillSwitch = nil
+            monitor = nil
             // A provider's own connections bypass its tunnel to every destination, as on iOS.
             let tunnel = try engine.up(wanted, resolver: SystemResolver(), configPath: nil, awaitingRuntime: !providerStarted,
                                        carrierIdentity: .userAnywhere(user.uid), claim: claim)
@@ -888,6 +908,7 @@ public final class TunnelSession {
         state = .stopped
         control = nil
         monitor = nil
+        heldKillSwitch = nil
         claim?.release(keepingKillSwitch: keepKillSwitch)
         claim = nil
         releasePackage()
