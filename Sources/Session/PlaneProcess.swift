@@ -60,14 +60,12 @@ public final class PlaneProcess {
 
     /// Where this engine looks for the plane's executable, in order: `DIR/tunnelgate-plane`, then
     /// `DIR/../lib/tunnelgate/tunnelgate-plane`, DIR being the directory of the engine's own executable.
+    /// `executable` is absolute (/proc/self/exe's target).
     public static func planeExecutableCandidates(besides executable: String) -> [String] {
-        var directory = executable
-        if let slash = directory.lastIndex(of: "/") { directory = String(directory[..<slash]) } else { directory = "." }
-        if directory.isEmpty { directory = "/" }
-        var prefix = directory
-        if let slash = prefix.lastIndex(of: "/") { prefix = String(prefix[..<slash]) }
-        let base = directory == "/" ? "" : directory
-        return ["\(base)/\(planeExecutableName)", "\(prefix)/lib/tunnelgate/\(planeExecutableName)"]
+        /// The path without its last component ("" for one in /).
+        func parent(_ path: String) -> String { String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)]) }
+        let directory = parent(executable)
+        return ["\(directory)/\(planeExecutableName)", "\(parent(directory))/lib/tunnelgate/\(planeExecutableName)"]
     }
 
     /// Opens the plane's executable (`planeExecutableCandidates`, the first that exists), trusted as

@@ -850,12 +850,13 @@ public final class TunnelSession {
                 }
                 return (nil, nil, nil)
             }
-            // Engine.up replaces the held kill switch in one transaction (never lifted between).
-            heldKillSwitch = nil
-            monitor = nil
             // A provider's own connections bypass its tunnel to every destination, as on iOS.
             let tunnel = try engine.up(wanted, resolver: SystemResolver(), configPath: nil, awaitingRuntime: !providerStarted,
                                        carrierIdentity: .userAnywhere(user.uid), claim: claim)
+            // Engine.up replaced the held kill switch in one transaction (never lifted between); had it
+            // failed, the claim would still hold it, and the monitor would still keep it.
+            heldKillSwitch = nil
+            monitor = nil
             claim = nil
             settings = wanted
             state = providerStarted ? .running(plane, tunnel, since: ProcessControl.monotonicSeconds()) : .applied(plane, tunnel)

@@ -75,47 +75,76 @@ extension JSONValue {
 
 // MARK: - Encoding
 
-/// One place in the document being built: a value, an object or an array, whichever container the
-/// encodable asked for first.
+/// One container of the document being built: an object or an array, whichever the encodable asked
+/// for first, or a single value. Primitives are held as values, never as nodes of their own, and
+/// members and items are appended in place (a 60,000-byte `[UInt8]` is 60,000 appends, not copies).
 private final class EncodingNode {
-    enum Content {
-        case empty
+    enum Kind { case empty, value, object, array }
+    enum Slot {
         case value(JSONValue)
-        case object([(key: String, node: EncodingNode)])
-        case array([EncodingNode])
+        case node(EncodingNode)
+        var resolved: JSONValue { switch self { case .value(let v): v; case .node(let n): n.resolved() ?? .object([]) } }
     }
-    var content = Content.empty
+    private(set) var kind = Kind.empty
+    private var value = JSONValue.null
+    private var members: [(key: String, slot: Slot)] = []
+    /// Where each key is in `members`: a key encoded again replaces its value in place.
+    private var memberIndex: [String: Int] = [:]
+    private var items: [Slot] = []
+
+    var count: Int { kind == .array ? items.count : 0 }
 
     func resolved() -> JSONValue? {
-        switch content {
+        switch kind {
         case .empty: nil
-        case .value(let v): v
-        case .object(let members): .object(members.map { ($0.key, $0.node.resolved() ?? .object([])) })
-        case .array(let items): .array(items.map { $0.resolved() ?? .object([]) })
+        case .value: value
+        case .object: .object(members.map { ($0.key, $0.slot.resolved) })
+        case .array: .array(items.map(\.resolved))
         }
     }
 
-    /// The child under `key`, replacing one encoded before under the same key.
-    func member(_ key: String) -> EncodingNode {
-        var members: [(key: String, node: EncodingNode)] = []
-        if case .object(let existing) = content { members = existing }
+    func set(_ json: JSONValue) {
+        kind = .value
+        value = json
+    }
+
+    func becomeObject() {
+        guard kind != .object else { return }
+        kind = .object
+        members = []
+        memberIndex = [:]
+    }
+
+    func becomeArray() {
+        guard kind != .array else { return }
+        kind = .array
+        items = []
+    }
+
+    func setMember(_ key: String, _ slot: Slot) {
+        becomeObject()
+        if let i = memberIndex[key] { members[i].slot = slot; return }
+        memberIndex[key] = members.count
+        members.append((key, slot))
+    }
+
+    func append(_ slot: Slot) {
+        becomeArray()
+        items.append(slot)
+    }
+
+    /// A new node as member `key` / as the next item.
+    func memberNode(_ key: String) -> EncodingNode {
         let child = EncodingNode()
-        if let i = members.firstIndex(where: { $0.key == key }) { members[i].node = child } else { members.append((key, child)) }
-        content = .object(members)
+        setMember(key, .node(child))
         return child
     }
 
-    func appendItem() -> EncodingNode {
-        var items: [EncodingNode] = []
-        if case .array(let existing) = content { items = existing }
+    func itemNode() -> EncodingNode {
         let child = EncodingNode()
-        items.append(child)
-        content = .array(items)
+        append(.node(child))
         return child
     }
-
-    func becomeObject() { if case .object = content {} else { content = .object([]) } }
-    func becomeArray() { if case .array = content {} else { content = .array([]) } }
 }
 
 private struct IndexKey: CodingKey {
@@ -162,16 +191,7 @@ private func primitive<T: Encodable>(_ value: T, at path: [any CodingKey]) throw
     case let v as String: return .string(v)
     case let v as Double: return try number(v, at: path)
     case let v as Float: return try number(Double(v), at: path)
-    case let v as Int: return .number(Double(v), literal: String(v))
-    case let v as Int8: return .number(Double(v), literal: String(v))
-    case let v as Int16: return .number(Double(v), literal: String(v))
-    case let v as Int32: return .number(Double(v), literal: String(v))
-    case let v as Int64: return .number(Double(v), literal: String(v))
-    case let v as UInt: return .number(Double(v), literal: String(v))
-    case let v as UInt8: return .number(Double(v), literal: String(v))
-    case let v as UInt16: return .number(Double(v), literal: String(v))
-    case let v as UInt32: return .number(Double(v), literal: String(v))
-    case let v as UInt64: return .number(Double(v), literal: String(v))
+    case let v as any FixedWidthInteger: return .number(Double(v), literal: String(describing: v))
     default: return nil
     }
 }
@@ -185,69 +205,65 @@ private func number(_ d: Double, at path: [any CodingKey]) throws -> JSONValue {
     return .number(d, literal: String(d))
 }
 
-private func encode<T: Encodable>(_ value: T, into node: EncodingNode, at path: [any CodingKey]) throws {
-    if let json = try primitive(value, at: path) {
-        node.content = .value(json)
-    } else {
-        try value.encode(to: TreeEncoder(node: node, codingPath: path))
-    }
+/// `value` as one slot: a primitive's JSON, or a node it encoded itself into.
+private func slot<T: Encodable>(_ value: T, at path: [any CodingKey]) throws -> EncodingNode.Slot {
+    if let json = try primitive(value, at: path) { return .value(json) }
+    let node = EncodingNode()
+    try value.encode(to: TreeEncoder(node: node, codingPath: path))
+    return .node(node)
 }
 
 private struct KeyedTreeEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let node: EncodingNode
     let codingPath: [any CodingKey]
 
-    mutating func encodeNil(forKey key: Key) throws { node.member(key.stringValue).content = .value(.null) }
+    mutating func encodeNil(forKey key: Key) throws { node.setMember(key.stringValue, .value(.null)) }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
-        try TunnelgateSettings.encode(value, into: node.member(key.stringValue), at: codingPath + [key])
+        node.setMember(key.stringValue, try slot(value, at: codingPath + [key]))
     }
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type,
                                                        forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
-        let child = node.member(key.stringValue)
+        let child = node.memberNode(key.stringValue)
         child.becomeObject()
         return KeyedEncodingContainer(KeyedTreeEncoder<NestedKey>(node: child, codingPath: codingPath + [key]))
     }
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        let child = node.member(key.stringValue)
+        let child = node.memberNode(key.stringValue)
         child.becomeArray()
         return UnkeyedTreeEncoder(node: child, codingPath: codingPath + [key])
     }
     mutating func superEncoder() -> any Encoder {
-        TreeEncoder(node: node.member("super"), codingPath: codingPath + [SuperKey()])
+        TreeEncoder(node: node.memberNode("super"), codingPath: codingPath + [SuperKey()])
     }
     mutating func superEncoder(forKey key: Key) -> any Encoder {
-        TreeEncoder(node: node.member(key.stringValue), codingPath: codingPath + [key])
+        TreeEncoder(node: node.memberNode(key.stringValue), codingPath: codingPath + [key])
     }
 }
 
 private struct UnkeyedTreeEncoder: UnkeyedEncodingContainer {
     let node: EncodingNode
     let codingPath: [any CodingKey]
-    var count: Int {
-        if case .array(let items) = node.content { return items.count }
-        return 0
-    }
+    var count: Int { node.count }
 
-    mutating func encodeNil() throws { node.appendItem().content = .value(.null) }
+    mutating func encodeNil() throws { node.append(.value(.null)) }
     mutating func encode<T: Encodable>(_ value: T) throws {
-        let path = codingPath + [IndexKey(count)]
-        try TunnelgateSettings.encode(value, into: node.appendItem(), at: path)
+        node.append(try slot(value, at: codingPath + [IndexKey(count)]))
     }
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
         let path = codingPath + [IndexKey(count)]
-        let child = node.appendItem()
+        let child = node.itemNode()
         child.becomeObject()
         return KeyedEncodingContainer(KeyedTreeEncoder<NestedKey>(node: child, codingPath: path))
     }
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
         let path = codingPath + [IndexKey(count)]
-        let child = node.appendItem()
+        let child = node.itemNode()
         child.becomeArray()
         return UnkeyedTreeEncoder(node: child, codingPath: path)
     }
     mutating func superEncoder() -> any Encoder {
         let path = codingPath + [IndexKey(count)]
-        return TreeEncoder(node: node.appendItem(), codingPath: path)
+        return TreeEncoder(node: node.itemNode(), codingPath: path)
     }
 }
 
@@ -255,9 +271,13 @@ private struct SingleTreeEncoder: SingleValueEncodingContainer {
     let node: EncodingNode
     let codingPath: [any CodingKey]
 
-    mutating func encodeNil() throws { node.content = .value(.null) }
+    mutating func encodeNil() throws { node.set(.null) }
     mutating func encode<T: Encodable>(_ value: T) throws {
-        try TunnelgateSettings.encode(value, into: node, at: codingPath)
+        if let json = try primitive(value, at: codingPath) {
+            node.set(json)
+        } else {
+            try value.encode(to: TreeEncoder(node: node, codingPath: codingPath))
+        }
     }
 }
 
