@@ -39,11 +39,29 @@ extension JSONValue {
     /// order it came), numbers as they were written. `indent` 0 puts everything on one line.
     public func serialized(indent: Int = 0) -> String {
         var out = ""
-        write(to: &out, indent: indent, level: 0)
+        write(to: &out, indent: indent, level: 0, colon: indent > 0 ? ": " : ":")
         return out
     }
 
-    private func write(to out: inout String, indent: Int, level: Int) {
+    /// What `tunnelgate status --json` and `list --json` print, as they printed it when Foundation's
+    /// JSONEncoder wrote it (`.prettyPrinted, .sortedKeys`): every object's keys sorted, two spaces of
+    /// indent, `"key" : value`. Scripts that grep that shape keep working; slashes are not escaped.
+    public func prettyPrintedSorted() -> String {
+        var out = ""
+        sortingKeys().write(to: &out, indent: 2, level: 0, colon: " : ")
+        return out
+    }
+
+    /// The value with every object's members in ascending order of their keys.
+    public func sortingKeys() -> JSONValue {
+        switch self {
+        case .array(let items): .array(items.map { $0.sortingKeys() })
+        case .object(let members): .object(members.map { (key: $0.key, value: $0.value.sortingKeys()) }.sorted { $0.key < $1.key })
+        default: self
+        }
+    }
+
+    private func write(to out: inout String, indent: Int, level: Int, colon: String) {
         let newline = indent > 0 ? "\n" : ""
         let pad = { (n: Int) in String(repeating: " ", count: indent * n) }
         switch self {
@@ -56,7 +74,7 @@ extension JSONValue {
             out += "[" + newline
             for (i, item) in items.enumerated() {
                 out += pad(level + 1)
-                item.write(to: &out, indent: indent, level: level + 1)
+                item.write(to: &out, indent: indent, level: level + 1, colon: colon)
                 out += (i + 1 < items.count ? "," : "") + newline
             }
             out += pad(level) + "]"
@@ -64,8 +82,8 @@ extension JSONValue {
             if members.isEmpty { out += "{}"; return }
             out += "{" + newline
             for (i, m) in members.enumerated() {
-                out += pad(level + 1) + JSONValue.quoted(m.key) + (indent > 0 ? ": " : ":")
-                m.value.write(to: &out, indent: indent, level: level + 1)
+                out += pad(level + 1) + JSONValue.quoted(m.key) + colon
+                m.value.write(to: &out, indent: indent, level: level + 1, colon: colon)
                 out += (i + 1 < members.count ? "," : "") + newline
             }
             out += pad(level) + "}"

@@ -190,18 +190,7 @@ public enum Base64Key {
     /// The standard base64 text of 32 bytes (`decode`'s inverse). For public keys.
     public static func encode(_ bytes: [UInt8]) -> String {
         precondition(bytes.count == SecretKey.byteCount)
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-        var out: [UInt8] = []
-        var i = 0
-        while i < bytes.count {
-            let chunk = bytes[i..<min(i + 3, bytes.count)]
-            var n: UInt32 = 0
-            for (k, b) in chunk.enumerated() { n |= UInt32(b) << (16 - 8 * UInt32(k)) }
-            for k in 0...chunk.count { out.append(alphabet[Int(n >> (18 - 6 * UInt32(k)) & 0x3f)]) }
-            i += 3
-        }
-        out.append(UInt8(ascii: "="))
-        return String(decoding: out, as: UTF8.self)
+        return Base64.encode(bytes)
     }
 
     static func value(_ c: UInt8) -> UInt8? {
