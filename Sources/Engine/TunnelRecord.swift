@@ -1,4 +1,4 @@
-import FoundationEssentials
+import TunnelgateSettings
 import LinuxSystem
 import RuntimeABI
 import TUN
@@ -42,15 +42,13 @@ public struct TunnelRecord: Codable, Sendable, Equatable {
     public var disconnectOnSleep: String?
 
     public func write(to path: String) throws(SystemCallError) {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        let data = (try? encoder.encode(self)) ?? Data()
-        try FileSystem.writeAtomically(path, Array(data))
+        let json = (try? JSONCoding.encodeValue(self)) ?? .object([])
+        try FileSystem.writeAtomically(path, Array(json.sortingKeys().serialized().utf8))
     }
 
     public static func read(from path: String) -> TunnelRecord? {
         guard let bytes = try? FileSystem.read(path) else { return nil }
-        return try? JSONDecoder().decode(TunnelRecord.self, from: Data(bytes))
+        return try? JSONCoding.decode(TunnelRecord.self, from: bytes)
     }
 }
 

@@ -1,4 +1,3 @@
-import FoundationEssentials
 import LinuxSystem
 import RuntimeABI
 import TUN
@@ -184,16 +183,14 @@ extension Engine {
     public func recordDisconnect(_ name: String, error: DisconnectError?) {
         let path = state.lastErrorPath(name)
         guard let error else { return FileSystem.remove(path) }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        guard let data = try? encoder.encode(error) else { return }
-        try? FileSystem.writeAtomically(path, Array(data) + [0x0a])
+        guard let json = try? JSONCoding.encodeValue(error) else { return }
+        try? FileSystem.writeAtomically(path, Array(json.sortingKeys().serialized().utf8) + [0x0a])
     }
 
     /// What `recordDisconnect` kept, if anything.
     public func lastDisconnect(_ name: String) -> DisconnectError? {
         guard let bytes = try? FileSystem.read(state.lastErrorPath(name)), !bytes.isEmpty else { return nil }
-        return try? JSONDecoder().decode(DisconnectError.self, from: Data(bytes))
+        return try? JSONCoding.decode(DisconnectError.self, from: bytes)
     }
 
     /// The message of `lastDisconnect`.

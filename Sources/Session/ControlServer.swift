@@ -1,4 +1,3 @@
-import FoundationEssentials
 import Engine
 import LinuxSystem
 import TunnelgateSettings
@@ -143,13 +142,13 @@ public final class ControlServer {
     private func answer(_ line: String, on connection: FileDescriptor,
                         message: (([UInt8]) -> Result<[UInt8], ControlFailure>)?) -> Request? {
         if line == "status" {
-            let report = (try? gateway.report(name)).flatMap { try? JSONEncoder().encode($0) }
-            reply(connection, report.map { String(decoding: $0, as: UTF8.self) } ?? #"{"ok":false,"error":"no status"}"#)
+            let report = (try? gateway.report(name)).flatMap { try? JSONCoding.encodeValue($0) }
+            reply(connection, report.map { $0.serialized() } ?? #"{"ok":false,"error":"no status"}"#)
         } else if line == "stop" {
             reply(connection, #"{"ok":true}"#)
             return .stop
         } else if line.hasPrefix("message ") {
-            guard let data = Data(base64Encoded: String(line.dropFirst(8))) else {
+            guard let data = Base64.decode(line.dropFirst(8)) else {
                 reply(connection, #"{"ok":false,"error":"the message is not base64"}"#)
                 return nil
             }
@@ -157,8 +156,8 @@ public final class ControlServer {
                 reply(connection, #"{"ok":false,"error":"this tunnel's runtime takes no app messages"}"#)
                 return nil
             }
-            switch message(Array(data)) {
-            case .success(let bytes): reply(connection, #"{"ok":true,"reply":""# + Data(bytes).base64EncodedString() + #""}"#)
+            switch message(data) {
+            case .success(let bytes): reply(connection, #"{"ok":true,"reply":""# + Base64.encode(bytes) + #""}"#)
             case .failure(let failure): reply(connection, #"{"ok":false,"error":"# + jsonQuoted(failure.description) + "}")
             }
         } else {

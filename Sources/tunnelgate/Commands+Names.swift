@@ -1,5 +1,4 @@
 import Engine
-import FoundationEssentials
 import LinuxSystem
 import TunnelgateSettings
 
@@ -109,9 +108,7 @@ extension CommandLine {
         for p in problems { printError("tunnelgate: list: \(p)") }
         if json {
             struct Listing: Encodable { var configured: [ListedConfiguration]; var running: [ListedTunnel] }
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            print(String(decoding: try encoder.encode(Listing(configured: listed, running: running)), as: UTF8.self))
+            print(try JSONCoding.encodeValue(Listing(configured: listed, running: running)).prettyPrintedSorted())
             return ExitCode.success
         }
         func place(_ ns: String?) -> String { ns.map { "namespace \($0)" } ?? "this namespace" }

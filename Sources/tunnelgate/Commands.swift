@@ -1,6 +1,5 @@
 import RuntimeABI
 import Session
-import FoundationEssentials
 import Engine
 import Runtimes
 import LinuxSystem
@@ -386,12 +385,10 @@ extension CommandLine {
         let gateway = try Engine(readOnly: true, namespace: try existingNamespace(netns))
         let reports = try gateway.reports(name: name)
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            let data: Data
-            if name != nil, let one = reports.first { data = try encoder.encode(one) }
-            else { data = try encoder.encode(["tunnels": reports]) }
-            print(String(decoding: data, as: UTF8.self))
+            let json: JSONValue
+            if name != nil, let one = reports.first { json = try JSONCoding.encodeValue(one) }
+            else { json = try JSONCoding.encodeValue(["tunnels": reports]) }
+            print(json.prettyPrintedSorted())
             return ExitCode.success
         }
         if reports.isEmpty { print("no tunnels in this network namespace") }
@@ -404,11 +401,11 @@ extension CommandLine {
         let gateway = try Engine(readOnly: true, namespace: try namespace(netns))
         let path = gateway.state.controlPath(name)
         guard FileSystem.exists(path) else { throw Failure("tunnel \(name) is not running in this network namespace") }
-        let answer = try ControlServer.request(path, "message " + Data(data.utf8).base64EncodedString())
+        let answer = try ControlServer.request(path, "message " + Base64.encode(Array(data.utf8)))
         guard let value = try? JSONParser.parse(Array(answer.utf8)), case .object(let members) = value else {
             throw Failure("unreadable answer from tunnel \(name)")
         }
-        if case .string(let reply)? = members.first(where: { $0.key == "reply" })?.value, let bytes = Data(base64Encoded: reply) {
+        if case .string(let reply)? = members.first(where: { $0.key == "reply" })?.value, let bytes = Base64.decode(reply) {
             print(String(decoding: bytes, as: UTF8.self))
             return ExitCode.success
         }
