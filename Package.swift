@@ -6,6 +6,7 @@ let package = Package(
     products: [
         .executable(name: "tunnelgate", targets: ["tunnelgate"]),
         .executable(name: "tunnelgate-plane", targets: ["tunnelgate-plane"]),
+        .executable(name: "tunnelgate-on-demand", targets: ["tunnelgate-on-demand"]),
         .library(name: "TunnelgateSettings", targets: ["TunnelgateSettings"]),
         .library(name: "Engine", targets: ["Engine"]),
         .library(name: "Session", targets: ["Session"]),
@@ -88,10 +89,13 @@ let package = Package(
         .target(name: "Session", dependencies: ["Engine", "DNSConfig", "PlaneProtocol", "RuntimeABI", "TUN", "Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),
         // `tunnelgate metrics`: the Prometheus text-format endpoint over the published state (Engine's reports).
         .target(name: "Metrics", dependencies: ["Engine", "LinuxSystem", "TunnelgateSettings"]),
-        .executableTarget(name: "tunnelgate", dependencies: ["NetworkExtension", "Session", "Engine", "Metrics", "Runtimes", "WireGuard", "TunnelgateSettings", "TunnelgateSecrets"]),
+        .executableTarget(name: "tunnelgate", dependencies: ["Session", "Engine", "Metrics", "Runtimes", "WireGuard", "TunnelgateSettings", "TunnelgateSecrets"]),
         // The packet plane's executable, which the engine starts into the plane's sandbox: the runtimes,
         // the TUN and the channel, and neither Foundation nor the engine's modules (docs/architecture.md).
         .executableTarget(name: "tunnelgate-plane", dependencies: ["PacketPlane", "LinuxSystem"]),
+        // The on-demand watcher, which `tunnelgate on-demand` becomes: it links NetworkExtension (and so
+        // Foundation), which tunnelgate itself, the engine of every tunnel, therefore does not.
+        .executableTarget(name: "tunnelgate-on-demand", dependencies: ["NetworkExtension", "Session", "LinuxSystem"]),
         // `import os` / `import os.log` on Linux: the Swift module os (Logger, OSLog, os_log, privacy
         // interpolations; one line per message on standard error) over a Clang module also named os
         // (COSLog's module map), which gives it the submodule `log` that `import os.log` names.

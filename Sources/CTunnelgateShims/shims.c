@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/syscall.h>
 #include <pthread.h>
 #include <poll.h>
 #include <signal.h>
@@ -319,3 +320,9 @@ int CTunnelgateShims_o_path(void) { return O_PATH; }
 int CTunnelgateShims_openat(int dirfd, const char *name, int flags, mode_t mode) { return openat(dirfd, name, flags, mode); }
 
 long CTunnelgateShims_readlink_fd(int fd, char *buffer, size_t size) { return (long)readlinkat(fd, "", buffer, size); }
+
+extern char **environ;
+
+int CTunnelgateShims_execute_descriptor(int fd, char *const argv[]) {
+    return (int)syscall(SYS_execveat, fd, "", argv, environ, AT_EMPTY_PATH);
+}

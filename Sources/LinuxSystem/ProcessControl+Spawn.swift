@@ -1,3 +1,4 @@
+import CTunnelgateShims
 import Glibc
 
 extension ProcessControl {
@@ -20,6 +21,34 @@ extension ProcessControl {
         rc = posix_spawn(&pid, path, &actions, nil, &argv, environ)
         guard rc == 0 else { throw SystemCallError("posix_spawn(\(path))", Errno(rawValue: rc)) }
         return pid
+    }
+
+    /// execveat(2) of an opened executable: this process becomes `executable` with `arguments`
+    /// (argv[0] included) and the same environment, pid, descriptors without close-on-exec, namespaces
+    /// and signal mask. Returns only when the kernel refused, with why.
+    public static func execute(_ executable: FileDescriptor, _ arguments: [String]) -> SystemCallError {
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        _ = CTunnelgateShims_execute_descriptor(executable.rawValue, &argv)
+        return SystemCallError("execveat(\(arguments.first ?? ""))", Errno.current)
+    }
+
+    /// Runs an opened executable as a child with this process's standard input, output and error and
+    /// environment, and waits for it (through /proc/self/fd/N, which names the checked file itself
+    /// whatever happens to its path meanwhile).
+    public static func run(_ executable: FileDescriptor, _ arguments: [String]) throws(SystemCallError) -> Termination {
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, executable.procPath, nil, nil, &argv, environ)
+        guard rc == 0 else { throw SystemCallError("posix_spawn(\(arguments.first ?? ""))", Errno(rawValue: rc)) }
+        while true {
+            do throws(SystemCallError) {
+                if let ended = try wait(for: pid) { return ended }
+            } catch where error.errno == .interrupted {
+                continue
+            }
+        }
     }
 
     /// How a child ended.

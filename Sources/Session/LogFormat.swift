@@ -15,21 +15,26 @@ import TunnelgateSettings
 /// Chosen with `--log-format FORMAT` anywhere on the command line, or TUNNELGATE_LOG_FORMAT; the option
 /// sets the variable, so a process tunnelgate starts (`up --detach`'s owner, whose standard error is
 /// NAME.log) logs the same way. The journal's own detection is not passed on: a child's standard error
-/// is another file.
-enum LogFormat: String {
+/// is another file. (In Session because tunnelgate-on-demand, which tunnelgate execs, logs the same way.)
+public enum LogFormat: String, Sendable {
     case text, json, journal
 
-    static let variable = "TUNNELGATE_LOG_FORMAT"
+    public static let variable = "TUNNELGATE_LOG_FORMAT"
 
     /// Set once, in `take`, before any thread starts; read by printError on any thread after that.
-    nonisolated(unsafe) static var current = LogFormat.text
+    nonisolated(unsafe) public static var current = LogFormat.text
+
+    /// A `--log-format` or TUNNELGATE_LOG_FORMAT that names no format (the command line's usage error).
+    public struct Unknown: Error {
+        public let message: String
+    }
 
     /// Takes `--log-format FORMAT` out of the arguments (or reads the variable) and sets `current`.
-    static func take(from arguments: inout [String]) throws(UsageError) {
+    public static func take(from arguments: inout [String]) throws(Unknown) {
         var chosen = ProcessControl.environmentValue(variable).map { ($0, "\(variable)=\($0)") }
         if let i = arguments.firstIndex(of: "--log-format") {
             guard i + 1 < arguments.count else {
-                throw UsageError(message: "--log-format needs a value (text, json or journal)", command: nil)
+                throw Unknown(message: "--log-format needs a value (text, json or journal)")
             }
             chosen = (arguments[i + 1], "--log-format \(arguments[i + 1])")
             arguments.removeSubrange(i...(i + 1))
@@ -39,7 +44,7 @@ enum LogFormat: String {
             return
         }
         guard let format = LogFormat(rawValue: value) else {
-            throw UsageError(message: "\(origin): the log format is text, json or journal", command: nil)
+            throw Unknown(message: "\(origin): the log format is text, json or journal")
         }
         current = format
         // Children log the same way (a detached owner's NAME.log). Not a secret.
@@ -47,7 +52,7 @@ enum LogFormat: String {
     }
 
     /// True when standard error is the stream JOURNAL_STREAM names ("DEVICE:INODE", decimal).
-    static func standardErrorIsTheJournal() -> Bool {
+    public static func standardErrorIsTheJournal() -> Bool {
         guard let value = ProcessControl.environmentValue("JOURNAL_STREAM"),
               case let parts = value.split(separator: ":", omittingEmptySubsequences: false), parts.count == 2,
               let device = UInt64(parts[0]), let inode = UInt64(parts[1]),
@@ -76,7 +81,7 @@ enum LogFormat: String {
     }
 
     /// `text` as this format writes it, ending in a newline.
-    func line(_ text: String, usage: String? = nil) -> String {
+    public func line(_ text: String, usage: String? = nil) -> String {
         let trimmed = text.hasSuffix("\n") ? String(text.dropLast()) : text
         switch self {
         case .text:

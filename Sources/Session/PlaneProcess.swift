@@ -58,44 +58,11 @@ public final class PlaneProcess {
     /// /opt/tunnelgate/bin) or in its prefix's lib/tunnelgate (an installed system).
     public static let planeExecutableName = "tunnelgate-plane"
 
-    /// Where this engine looks for the plane's executable, in order: `DIR/tunnelgate-plane`, then
-    /// `DIR/../lib/tunnelgate/tunnelgate-plane`, DIR being the directory of the engine's own executable.
-    /// `executable` is absolute (/proc/self/exe's target).
-    public static func planeExecutableCandidates(besides executable: String) -> [String] {
-        /// The path without its last component ("" for one in /).
-        func parent(_ path: String) -> String { String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)]) }
-        let directory = parent(executable)
-        return ["\(directory)/\(planeExecutableName)", "\(parent(directory))/lib/tunnelgate/\(planeExecutableName)"]
-    }
-
-    /// Opens the plane's executable (`planeExecutableCandidates`, the first that exists), trusted as
-    /// the engine's own executable is: every directory on the way and the file itself owned by root or
-    /// by the owner of the engine's executable and writable by nobody else (TrustedFile). The plane is
-    /// handed the tunnel's secrets, so a file another user could replace is refused, never run.
+    /// Opens the plane's executable (CompanionExecutable: beside tunnelgate's own or in its prefix's
+    /// lib/tunnelgate, trusted as tunnelgate's own is). The plane is handed the tunnel's secrets, so a
+    /// file another user could replace is refused, never run.
     public static func openPlaneExecutable() throws(SessionError) -> FileDescriptor {
-        guard let own = ProcessControl.executablePath() else {
-            throw SessionError("cannot read /proc/self/exe: the packet plane's executable is found beside tunnelgate's own")
-        }
-        let ownStatus: FileStatus?
-        do throws(SystemCallError) { ownStatus = try FileSystem.status(own, followingSymbolicLinks: true) } catch {
-            throw SessionError("tunnelgate's own executable \(own): \(error)")
-        }
-        guard let ownOwner = ownStatus?.owner else { throw SessionError("tunnelgate's own executable \(own) is gone") }
-        let candidates = planeExecutableCandidates(besides: own)
-        for path in candidates {
-            let file: TrustedFile
-            do throws(TrustedFile.Failure) { file = try TrustedFile.open(path, trusting: ownOwner) } catch {
-                if case .notFound = error { continue }
-                throw SessionError("the packet plane's executable: \(error)")
-            }
-            guard file.status.permissions & 0o111 != 0 else {
-                file.close()
-                throw SessionError("the packet plane's executable \(path) is not executable (mode 0\(String(file.status.permissions, radix: 8)))")
-            }
-            return file.descriptor
-        }
-        throw SessionError("the packet plane's executable is missing: neither \(candidates.joined(separator: " nor ")) exists "
-                           + "(it is built and installed with tunnelgate: swift build, Scripts/install.sh)")
+        try CompanionExecutable.open(planeExecutableName, role: "the packet plane's executable")
     }
 
     /// Starts a plane running as `user`: `executable` (a provider host's own, for its provider) or, when

@@ -1,4 +1,3 @@
-import FoundationEssentials
 import Engine
 import Session
 import LinuxSystem
@@ -139,7 +138,9 @@ extension CommandLine {
     static func run(_ arguments: [String]) -> Int32 {
         var arguments = arguments
         do {
-            try LogFormat.take(from: &arguments)
+            do throws(LogFormat.Unknown) { try LogFormat.take(from: &arguments) } catch {
+                throw UsageError(message: error.message, command: nil)
+            }
             return try dispatch(arguments)
         } catch let error as UsageError where LogFormat.current == .json {
             let usage = error.command?.usage ?? "tunnelgate <subcommand>"
@@ -234,7 +235,7 @@ extension CommandLine {
         case .onDemand:
             let clean = takeFlag(&rest, "--clean")
             try noMore(rest, command)
-            return try clean ? onDemandClean() : onDemand()
+            return try onDemand(clean: clean)
         case .list:
             let json = takeFlag(&rest, "--json")
             try noMore(rest, command)

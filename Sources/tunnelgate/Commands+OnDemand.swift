@@ -1,9 +1,12 @@
+import Engine
 import LinuxSystem
-import NetworkExtension
 import Session
+import TunnelgateSettings
 
 /// on-demand: the system's part of Connect On Demand for the saved configurations of this namespace
-/// (TunnelgateOnDemandWatcher), until SIGTERM or SIGINT.
+/// (TunnelgateOnDemandWatcher), until SIGTERM or SIGINT. The watcher links NetworkExtension and so
+/// Foundation; it is its own program, tunnelgate-on-demand (installed beside the packet plane), which
+/// this process becomes, so that tunnelgate, every tunnel's engine, links neither.
 let onDemandHelpText = """
 
 Watches this network namespace (links, addresses, routes: rtnetlink) and the saved
@@ -30,28 +33,57 @@ by its journal) and exits; refused while a watcher runs.
 """
 
 extension CommandLine {
-    static func onDemand() throws -> Int32 {
-        let signals = try TerminationSignals.block()  // before any thread starts
-        let watcher = try TunnelgateOnDemandWatcher { line in printError("tunnelgate: \(line)") }
-        return try watcher.run(signals: signals)
-    }
+    static let onDemandExecutableName = "tunnelgate-on-demand"
 
-    /// on-demand --clean: a dead watcher's DNS watch removed.
-    static func onDemandClean() throws -> Int32 {
-        print(try TunnelgateOnDemandWatcher.clean() ?? "nothing to clean")
-        return 0
+    /// on-demand [--clean]: this process becomes tunnelgate-on-demand (same pid, environment,
+    /// standard streams and namespace), found and trusted as the packet plane is (CompanionExecutable).
+    static func onDemand(clean: Bool) throws -> Int32 {
+        let executable = try CompanionExecutable.open(onDemandExecutableName, role: "the on-demand watcher's executable")
+        let error = ProcessControl.execute(executable, [onDemandExecutableName] + (clean ? ["--clean"] : []))
+        executable.close()
+        throw Failure("starting the on-demand watcher: \(error)")
     }
 
     /// `down NAME` is the user's disconnect: on-demand goes off for NAME's saved configuration, as iOS
-    /// turns Connect On Demand off when the user disconnects in Settings. A preferences file that cannot
-    /// be read is said and changes nothing else.
+    /// turns Connect On Demand off when the user disconnects in Settings. Only when a saved
+    /// configuration has on-demand on for NAME (or the file cannot be read here) is tunnelgate-on-demand
+    /// run to change it (through NetworkExtension's preferences store, the one writer of that file); a
+    /// problem is said and changes nothing else.
     static func userDisconnected(_ name: String) {
+        guard savedOnDemand(for: name) else { return }
         do {
-            for configuration in try TunnelgateOnDemandWatcher.userDisconnected(name: name) {
-                print("\(name): on demand turned off for \(configuration) (a user's disconnect, as on iOS)")
-            }
+            let executable = try CompanionExecutable.open(onDemandExecutableName, role: "the on-demand watcher's executable")
+            defer { executable.close() }
+            let ended = try ProcessControl.run(executable, [onDemandExecutableName, "--user-disconnected", name])
+            if ended != .exited(0) { printError("tunnelgate: \(name): turning on demand off ended with \(ended)") }
         } catch {
-            printError("tunnelgate: \(name): the saved configurations were not read: \(error)")
+            printError("tunnelgate: \(name): on demand was not turned off: \(error)")
+        }
+    }
+
+    /// Whether the preferences file (TUNNELGATE_PREFERENCES, or preferences.json in this namespace's
+    /// state directory) may hold a configuration with isOnDemandEnabled for interface NAME: true too
+    /// when it exists but cannot be read as JSON here, so that the watcher's reader says why.
+    static func savedOnDemand(for name: String) -> Bool {
+        let path: String
+        if let p = ProcessControl.environmentValue("TUNNELGATE_PREFERENCES"), !p.isEmpty { path = p } else {
+            guard let state = try? StateDirectory(create: false) else { return false }
+            path = state.path + "/preferences.json"
+        }
+        let bytes: [UInt8]?
+        do throws(SystemCallError) { bytes = try FileSystem.read(path) } catch { return true }
+        guard let bytes else { return false }
+        guard case .object(let top)? = try? JSONParser.parse(bytes),
+              case .array(let managers)? = top.first(where: { $0.key == "managers" })?.value else { return true }
+        return managers.contains { manager in
+            guard case .object(let m) = manager else { return false }
+            func member(_ object: [(key: String, value: JSONValue)], _ key: String) -> JSONValue? {
+                object.first(where: { $0.key == key })?.value
+            }
+            guard case .bool(true)? = member(m, "isOnDemandEnabled") else { return false }
+            var interface = "tg0"
+            if case .object(let p)? = member(m, "protocol"), case .string(let i)? = member(p, "interfaceName") { interface = i }
+            return interface == name
         }
     }
 }

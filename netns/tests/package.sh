@@ -50,6 +50,7 @@ check_rc "install.sh --destdir (prefix /usr/local) installs" 0
 check_match "… and says how many files" '^install: tunnelgate .*: [0-9]+ files installed, 0 unchanged' "$TG_OUT"
 check "… tunnelgate in PREFIX/sbin" test -x "$stage/usr/local/sbin/tunnelgate"
 check "… its packet plane in PREFIX/lib/tunnelgate, where the engine looks" test -x "$stage/usr/local/lib/tunnelgate/tunnelgate-plane"
+check "… and its on-demand watcher there too" test -x "$stage/usr/local/lib/tunnelgate/tunnelgate-on-demand"
 check_match "… the unit's ExecStart= names the installed binary" '^ExecStart=/usr/local/sbin/tunnelgate up %i$' \
   "$(cat "$stage/usr/local/lib/systemd/system/tunnelgate@.service")"
 check_eq "… /etc/tunnelgate is made empty, mode 700" "700 0" \
@@ -87,27 +88,33 @@ for lib in libc6 libmnl0 libnftnl11 libsodium23 libsystemd0 libseccomp2; do
   check_match "Depends: names $lib" "(^|, )$lib( |,|$)" "$depends"
 done
 check_no_match "Depends: names no Swift toolchain or runtime package" 'swift' "$depends"
-# ip(8) and nft(8) are not dependencies because nothing in the binary runs them: the programs the linked
+# ip(8) and nft(8) are not dependencies because nothing in the binaries runs them: the programs the linked
 # modules start are tunnelgate itself (/proc/self/exe: `up --detach`, `exec`'s command entering its
 # namespace through `exec-enter`, the detached `tunnelgate wireguard`), its packet plane (tunnelgate-plane,
-# in the package, started through LinuxSystem's SandboxedProcess), only for `--netns
-# podman:NAME` the user's own podman (`podman inspect`; Podman has no daemon to ask), and, for
-# `tunnelgate on-demand` (which links NetworkExtension), the registered provider host a saved
+# in the package, started through LinuxSystem's SandboxedProcess), its on-demand watcher
+# (tunnelgate-on-demand, in the package, which `on-demand` becomes and `down` runs), only for `--netns
+# podman:NAME` the user's own podman (`podman inspect`; Podman has no daemon to ask), and, in
+# tunnelgate-on-demand (which links NetworkExtension), the registered provider host a saved
 # configuration names, started from the sealed copy of the file it checked (/proc/self/fd/N). The primitives
-# that start processes are defined in LinuxSystem and the shims (ProcessControl.spawn…, capture,
-# replaceProcess, CTunnelgateShims_spawn…/exec…); every other linked module is searched for calls of them
-# and of libc's own (posix_spawn, fork, exec*, popen; system(3) only with a literal).
-modules=$(sed -n 's|.*/release/\([^/]*\)\.build/.*|\1|p' "$TG_ROOT/.build/release/tunnelgate.product/Objects.LinkFileList" | sort -u)
+# that start processes are defined in LinuxSystem and the shims (ProcessControl.spawn…, capture, execute,
+# run, replaceProcess, CTunnelgateShims_spawn…/exec…); every other module linked into either binary is
+# searched for calls of them and of libc's own (posix_spawn, fork, exec*, popen; system(3) only with a literal).
+modules=$(for product in tunnelgate tunnelgate-on-demand; do
+  sed -n 's|.*/release/\([^/]*\)\.build/.*|\1|p' "$TG_ROOT/.build/release/$product.product/Objects.LinkFileList"; done | sort -u)
+check_match "the modules of both binaries are known (NetworkExtension among them)" '^NetworkExtension$' "$modules"
 spawns=""
 for m in $modules; do
+  [ -d "$TG_ROOT/Sources/$m" ] || m=${m//_/-}  # an executable's module: tunnelgate_on_demand
   [ -d "$TG_ROOT/Sources/$m" ] && [ "$m" != LinuxSystem ] && [ "$m" != CTunnelgateShims ] || continue
-  spawns+=$(cd "$TG_ROOT" && grep -rnE '(^|[^.A-Za-z0-9_])((ProcessControl\.(spawn[A-Za-z]*|capture|replaceProcess)|CTunnelgateShims_(spawn|exec)[a-z_]*|posix_spawnp?|fork|vfork|execv[pe]*|execl[pe]*|popen)\(|system\(")' \
+  spawns+=$(cd "$TG_ROOT" && grep -rnE '(^|[^.A-Za-z0-9_])((ProcessControl\.(spawn[A-Za-z]*|capture|execute|run|replaceProcess)|CTunnelgateShims_(spawn|exec)[a-z_]*|posix_spawnp?|fork|vfork|execv[pe]*|execl[pe]*|popen)\(|system\(")' \
     "Sources/$m" ; true)
   spawns+=$'\n'
 done
-check_eq "the binary's modules start programs in five places only" \
-  "$(printf '%s\n' Sources/NetworkExtension/NEVPNConnection.swift Sources/Session/NamespaceReference+Open.swift Sources/tunnelgate/Commands+Exec.swift Sources/tunnelgate/Commands+WireGuard.swift Sources/tunnelgate/Commands.swift)" \
+check_eq "the binaries' modules start programs in six places only" \
+  "$(printf '%s\n' Sources/NetworkExtension/NEVPNConnection.swift Sources/Session/NamespaceReference+Open.swift Sources/tunnelgate/Commands+Exec.swift Sources/tunnelgate/Commands+OnDemand.swift Sources/tunnelgate/Commands+WireGuard.swift Sources/tunnelgate/Commands.swift)" \
   "$(printf '%s\n' "$spawns" | grep . | cut -d: -f1 | sort -u)"
+check_match "… Commands+OnDemand.swift's is the on-demand watcher, opened as the plane is" \
+  'CompanionExecutable\.open\(onDemandExecutableName' "$(cat "$TG_ROOT/Sources/tunnelgate/Commands+OnDemand.swift")"
 check_match "… Commands.swift's is tunnelgate itself (/proc/self/exe)" 'let executable = "/proc/self/exe"' \
   "$(cat "$TG_ROOT/Sources/tunnelgate/Commands.swift")"
 check_match "… and so are exec's and wireguard's" '"/proc/self/exe", "exec-enter"' "$(cat "$TG_ROOT/Sources/tunnelgate/Commands+Exec.swift")"
@@ -121,7 +128,7 @@ for f in /usr/sbin/tunnelgate /usr/sbin/tunnelgate-wireguard /usr/lib/systemd/sy
   /usr/lib/systemd/system/tunnelgate-on-demand@.service \
   /usr/share/man/man8/tunnelgate.8.gz /usr/share/man/man5/tunnelgate.json.5.gz \
   /usr/share/bash-completion/completions/tunnelgate /usr/share/zsh/vendor-completions/_tunnelgate \
-  /usr/lib/tunnelgate/libTunnelgateExampleRuntime.so /usr/lib/tunnelgate/tunnelgate-plane /etc/tunnelgate; do
+  /usr/lib/tunnelgate/libTunnelgateExampleRuntime.so /usr/lib/tunnelgate/tunnelgate-plane /usr/lib/tunnelgate/tunnelgate-on-demand /etc/tunnelgate; do
   check_match "the package holds $f" "^$(tg_re "$f")\$" "$files"
 done
 check_no_match "the package does not ship install.sh's manifest" 'install-manifest' "$files"
@@ -178,6 +185,14 @@ check_no_match "the installed binary links no Swift library" 'swift|not found' "
 tg_run in_root ldd /usr/lib/tunnelgate/tunnelgate-plane
 check_rc "the installed packet plane's libraries all resolve in the root (ldd)" 0
 check_no_match "… and it links no Swift library either" 'swift|not found' "$TG_OUT"
+tg_run in_root ldd /usr/lib/tunnelgate/tunnelgate-on-demand
+check_rc "the installed on-demand watcher's libraries all resolve in the root (ldd)" 0
+check_no_match "… no Swift library (Foundation is linked in)" 'swift|not found' "$TG_OUT"
+# (Its preferences in a scratch directory: the namespace's state directory would outlive dpkg -r below.)
+in_root mkdir -p /tmp/on-demand-check
+tg_run in_root env TUNNELGATE_PREFERENCES=/tmp/on-demand-check/preferences.json /usr/sbin/tunnelgate on-demand --clean
+check_eq "the installed tunnelgate on-demand --clean runs the installed watcher" "0 nothing to clean" "$TG_RC $TG_OUT"
+in_root rm -rf /tmp/on-demand-check
 
 # A sample configuration, validated inside the root (IP literals only: no name resolution needed).
 cat >"$ROOT/etc/tunnelgate/tg0.json" <<'EOF'

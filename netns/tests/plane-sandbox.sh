@@ -40,14 +40,21 @@ config() { # FILE NAME ADDRESS BIND PEER LIBRARY EXTRA-ARGS EXTRA-TOP (lib.sh tg
 }
 status_json() { ip netns exec "$1" "$TG" status "$2" --json 2>/dev/null; }
 
-# The plane's executable is tunnelgate-plane: no Foundation, none of the engine's modules. Their symbols
-# (Swift's mangling: $s, the module name's length, the name) are counted in both binaries: tunnelgate
-# has thousands (so the count can fail), the plane none.
-engine_modules='^\$s(20FoundationEssentials|10Foundation|15CoreFoundation|6Engine|7Netlink|8Nftables|9DNSConfig|7Session|16NetworkExtension)'
-module_symbols() { nm "$1" 2>/dev/null | awk '{print $NF}' | grep -cE "$engine_modules"; }
-check "[executable] tunnelgate's own binary has Foundation's and the engine's symbols ($(module_symbols "$TG"))" \
-  test "$(module_symbols "$TG")" -gt 1000
-check_eq "[executable] tunnelgate-plane has none of them" 0 "$(module_symbols "$TG_PLANE")"
+# The plane's executable is tunnelgate-plane: no Foundation, none of the engine's modules; tunnelgate, the
+# engine, has the engine's modules and no Foundation either (only tunnelgate-on-demand, which `on-demand`
+# becomes, links NetworkExtension and so Foundation). Symbols (Swift's mangling: $s, the module name's
+# length, the name) are counted in the three binaries, so each count can fail both ways.
+foundation_modules='^\$s(20FoundationEssentials|10Foundation|15CoreFoundation|16NetworkExtension)'
+engine_modules='^\$s(6Engine|7Netlink|8Nftables|9DNSConfig|7Session)'
+symbols() { nm "$2" 2>/dev/null | awk '{print $NF}' | grep -cE "$1"; }
+ON_DEMAND=$(dirname "$TG")/tunnelgate-on-demand
+check "[executable] tunnelgate has the engine's symbols ($(symbols "$engine_modules" "$TG"))" \
+  test "$(symbols "$engine_modules" "$TG")" -gt 1000
+check_eq "[executable] ... and none of Foundation's or NetworkExtension's" 0 "$(symbols "$foundation_modules" "$TG")"
+check "[executable] tunnelgate-on-demand has them ($(symbols "$foundation_modules" "$ON_DEMAND"))" \
+  test "$(symbols "$foundation_modules" "$ON_DEMAND")" -gt 1000
+check_eq "[executable] tunnelgate-plane has neither" "0 0" \
+  "$(symbols "$engine_modules" "$TG_PLANE") $(symbols "$foundation_modules" "$TG_PLANE")"
 check_plane_executable() { # LABEL NS NAME
   local pid
   pid=$(status_json "$2" "$3" | jq -r '.planePID // empty')
@@ -89,6 +96,26 @@ check_eq "[executable] ... and runs the plane beside it" "$alone/tunnelgate-plan
   "$(readlink "/proc/$(status_json "$NS_C" tgn | jq -r '.planePID // 0')/exe" 2>&1)"
 tg_run ip netns exec "$NS_C" "$alone/tunnelgate" down tgn
 check_rc "[executable] down" 0
+# The on-demand watcher is found the same way: missing, `on-demand` says where it looked and runs nothing;
+# beside it, `on-demand` becomes it (the same pid: what the pid file and a unit's MainPID= name).
+tg_run ip netns exec "$NS_C" "$alone/tunnelgate" on-demand --clean
+check_rc "[executable] a tunnelgate copied without its on-demand watcher: on-demand fails" 1
+check_match "[executable] ... naming where it looked" \
+  "the on-demand watcher's executable is missing: neither $(tg_re "$alone/tunnelgate-on-demand") nor $(tg_re "$TG_TMP/lib/tunnelgate/tunnelgate-on-demand") exists" "$TG_ERR"
+cp "$ON_DEMAND" "$alone/tunnelgate-on-demand" && chmod 777 "$alone/tunnelgate-on-demand"
+tg_run ip netns exec "$NS_C" "$alone/tunnelgate" on-demand --clean
+check_match "[executable] a watcher others can write is refused" "$(tg_re "$alone/tunnelgate-on-demand"): writable by others" "$TG_ERR"
+chmod 755 "$alone/tunnelgate-on-demand"
+tg_run ip netns exec "$NS_C" "$alone/tunnelgate" on-demand --clean
+check_eq "[executable] beside it, on-demand --clean runs it" "0 nothing to clean" "$TG_RC $TG_OUT"
+ip netns exec "$NS_C" "$alone/tunnelgate" on-demand >"$TG_TMP/watch.log" 2>&1 &
+watcher=$!
+end_if_running() { kill "$1" 2>/dev/null; }
+tg_defer end_if_running "$watcher"
+runs_watcher() { [ "$(readlink "/proc/$watcher/exe")" == "$alone/tunnelgate-on-demand" ]; }
+wait_for "[executable] ... and the watcher is tunnelgate's own pid, now running tunnelgate-on-demand" 10 runs_watcher
+kill -TERM "$watcher"; rc=0; wait "$watcher" || rc=$?
+check_eq "[executable] ... which ends on SIGTERM with 0" 0 "$rc"
 
 config "$TG_TMP/a.json" tga 10.60.0.1 "$C_ETH0_4:5400" "$LAN4:5400" "$LIB" "" ', "includeAllNetworks": true, "carrierEndpoints": ["'"$LAN4"':5400/udp"], "restart": {"policy": "on-failure", "attempts": 3}'
 config "$TG_TMP/b.json" tgb 10.60.0.2 "$LAN4:5400" "$C_ETH0_4:5400" "$LIB" "" ""

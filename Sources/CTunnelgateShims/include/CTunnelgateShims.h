@@ -60,6 +60,10 @@ int CTunnelgateShims_usable_processors(void);
 /// accept4(fd, NULL, NULL, SOCK_CLOEXEC).
 int CTunnelgateShims_accept_cloexec(int fd);
 
+/// execveat(fd, "", argv, environ, AT_EMPTY_PATH): this process becomes the program the descriptor
+/// holds (opened and checked by the caller). Returns only on failure: -1 with errno.
+int CTunnelgateShims_execute_descriptor(int fd, char *const argv[]);
+
 struct pollfd;
 /// ppoll(2) with a timeout in nanoseconds (negative: none): poll(2) only
 /// knows milliseconds, too coarse for backpressure retries.
