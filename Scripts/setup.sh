@@ -26,6 +26,7 @@ packages=(
   wireguard-go    # the real WireGuard peer the built-in runtime is tested and measured against
   wireguard-tools # wg(8): configures wireguard-go, and reads Tunnelgate's WireGuard API socket
   libxml2-utils   # xmllint: the lab's tests check that its JUnit files are well-formed XML
+  strace          # the leak scenarios' order check slows the engine's ioctls (its TUN) when a look cannot tell
   python3         # the WireGuard scenario's hostile-traffic sender (garbage, replay, flood); Scripts/man.py
   binutils        # strip and objdump: Scripts/install.sh, Scripts/package-deb.sh
   dpkg-dev        # dpkg-shlibdeps: the package's Depends from the libraries the binaries link

@@ -946,8 +946,9 @@ tg_order_result() {
 # when the watch saw one without the other; both within one of its looks (it was scheduled out between
 # them, as under CI's load) proves nothing either way. Then NAME is taken down (the function DOWN, given
 # "order, attempt N") and up (UP, given "[order, attempt N]") again under a new watch, at most four more
-# times, until a look tells. A look that tells still says "interface first" when the TUN comes first,
-# and five that do not leave "neither proven".
+# times, until a look tells. UP should start the engine through tg_up_slowed, which widens the gap
+# between the two to 0.2 s whichever comes first, so a loaded machine's look tells too. A look that tells
+# still says "interface first" when the TUN comes first, and five that do not leave "neither proven".
 tg_order_settle() {
   local name=$1 down=$2 up=$3 attempt
   for attempt in 2 3 4 5; do
@@ -958,6 +959,21 @@ tg_order_settle() {
     tg_order_result
   done
 }
+
+# tg_up_slowed NS CONFIG [VAR=VALUE...]: `tunnelgate up CONFIG` in NS in the background, its engine in the
+# foreground under strace, every ioctl(2) it makes delayed 0.2 s on entry (strace's syscall tampering;
+# the engine's other calls, its netlink messages among them, run as they would). The TUN is made by an
+# ioctl (TUNSETIFF) and the kill switch table by netlink, so whichever the engine makes first is in the
+# kernel 0.2 s before the other: the order watch's verdict no longer depends on being scheduled in a gap
+# of microseconds. The engine runs as with --detach otherwise; `tunnelgate down` ends it and strace.
+tg_up_slowed() {
+  local ns=$1 config=$2
+  shift 2
+  ip netns exec "$ns" env "$@" strace -qq -o /dev/null -e trace=ioctl -e inject=ioctl:delay_enter=200000 \
+    "$TG" up "$config" >>"$TG_TMP/up-slowed.out" 2>&1 &
+  tg_defer _tg_end_if_running $!
+}
+_tg_end_if_running() { kill "$1" 2>/dev/null; true; }
 
 # tg_leak_generated_rounds: how many rounds the background generator has finished.
 tg_leak_generated_rounds() {

@@ -121,12 +121,11 @@ wait_for "[during up] tga is connected" 10 status_is connected
 tg_leak_generate_stop "[during up] the generator ran through up"
 tg_order_result
 no_leak "during up"
-up_ks() {
-  tg_run tg_c up "$TG_TMP/ks.json" --detach
-  check_rc "$1 tga up" 0
-  wait_for "$1 tga is connected" 10 status_is connected
+up_order() { # the same up, its engine's ioctls slowed (tg_up_slowed), so that the watch's look tells
+  tg_up_slowed "$NS_C" "$TG_TMP/ks.json"
+  wait_for "$1 tga is connected" 20 status_is connected
 }
-tg_order_settle tga down_a up_ks
+tg_order_settle tga down_a up_order
 check_eq "[during up] the kill switch table was there before the TUN" "table first" "$TG_ORDER"
 
 # --- steady ---------------------------------------------------------------------------------------------------
