@@ -39,7 +39,7 @@ extension WireGuardDevice {
             }
             if split { openStaged(now: now) }
             flushTunWrites()
-            if n < DatagramBatch.capacity { return total }
+            if n < received.capacity { return total }
         }
         return total
     }

@@ -147,7 +147,12 @@ public final class WireGuardDevice: @unchecked Sendable {
     /// TUN reads per wake-up stop after this many packets (segments counted), so that the UDP side
     /// (the peer's ACKs) gets its turn.
     static let packetsPerWakeUp = 128
-    let received = DatagramBatch(slotSize: 65536)
+    /// Messages per recvmmsg when the kernel merges a peer's datagrams (UDP_GRO): each may be a run of
+    /// up to 64 of them, so 16 messages are up to 1,024 datagrams, and their 64 KB slots 1 MB that a
+    /// receiving plane touches (64 would be 4 MB). Without merging the batch has 64 slots, of which the
+    /// kernel touches only what each datagram fills.
+    static let mergedReceiveSlots = 16
+    var received = DatagramBatch(slotSize: 65536)
     var outbound4 = DatagramBatch(slotSize: 1420 + 32)
     var outbound6 = DatagramBatch(slotSize: 1420 + 32)
     var tunReads = PacketBatch(capacity: 1, slotSize: 16, headroom: 0)
@@ -228,15 +233,16 @@ public final class WireGuardDevice: @unchecked Sendable {
         mtu = tun.mtu
         tunHeader = tun.carriesVirtioHeader
         tunReads = tun.makeReadBatch(capacity: tunHeader ? 1 : Self.readsPerWakeUp)
-        // With UDP_GRO, one received message may hold up to 64 datagrams.
-        let writes = receiveOffload ? DatagramBatch.capacity * 64 : DatagramBatch.capacity
+        mergesReceives = receiveOffload && bind.enableReceiveOffload()
+        // With UDP_GRO, one received message may hold up to 64 datagrams: fewer, larger messages.
+        received = DatagramBatch(slotSize: 65536, capacity: mergesReceives ? Self.mergedReceiveSlots : DatagramBatch.capacity)
+        let writes = mergesReceives ? received.capacity * 64 : received.capacity
         tunWrites = PacketBatch(references: writes, headroom: tun.headerSize)
         coalescer = PacketCoalescer(capacity: writes)
         coalescesTunWrites = receiveOffload && tunHeader
         openJobs = CryptoJobs(.open, capacity: writes)
         opened.reserveCapacity(writes)
         cryptoWorkers = workers
-        mergesReceives = receiveOffload && bind.enableReceiveOffload()
         // A slot holds the largest packet the TUN gives (the MTU) sealed: header, padding, tag.
         outbound4 = DatagramBatch(slotSize: mtu + Transport.overhead + 16, segmentation: udpSegmentation)
         outbound6 = DatagramBatch(slotSize: mtu + Transport.overhead + 16, segmentation: udpSegmentation)

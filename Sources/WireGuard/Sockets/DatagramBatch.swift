@@ -11,7 +11,10 @@ import LinuxSystem
 /// the kernel refuses (EIO, EINVAL, ENOPROTOOPT, EOPNOTSUPP), that run goes a datagram at a time
 /// and segmentation stays off.
 public final class DatagramBatch {
+    /// Slots of a batch unless its maker says otherwise (sendmmsg batches; recvmmsg without UDP_GRO).
     public static let capacity = 64
+    /// This batch's slots.
+    public let capacity: Int
     public let slotSize: Int
     private let buffers: UnsafeMutableRawPointer
     private let lengths: UnsafeMutablePointer<Int>
@@ -25,15 +28,17 @@ public final class DatagramBatch {
     /// Messages sent with UDP_SEGMENT.
     public private(set) var segmentedSends: UInt64 = 0
 
-    public init(slotSize: Int, segmentation: Bool = false) {
+    public init(slotSize: Int, capacity: Int = DatagramBatch.capacity, segmentation: Bool = false) {
+        precondition(capacity > 0)
         self.segmentation = segmentation
+        self.capacity = capacity
         self.slotSize = (slotSize + 15) & ~15
-        buffers = .allocate(byteCount: self.slotSize * Self.capacity, alignment: 16)
-        lengths = .allocate(capacity: Self.capacity)
-        addresses = .allocate(byteCount: Self.addressSize * Self.capacity, alignment: 8)
-        addressLengths = .allocate(capacity: Self.capacity)
-        segmentSizes = .allocate(capacity: Self.capacity)
-        segmentSizes.initialize(repeating: 0, count: Self.capacity)
+        buffers = .allocate(byteCount: self.slotSize * capacity, alignment: 16)
+        lengths = .allocate(capacity: capacity)
+        addresses = .allocate(byteCount: Self.addressSize * capacity, alignment: 8)
+        addressLengths = .allocate(capacity: capacity)
+        segmentSizes = .allocate(capacity: capacity)
+        segmentSizes.initialize(repeating: 0, count: capacity)
     }
 
     deinit {
@@ -44,7 +49,7 @@ public final class DatagramBatch {
         segmentSizes.deallocate()
     }
 
-    public var isFull: Bool { count == Self.capacity }
+    public var isFull: Bool { count == capacity }
     public var isEmpty: Bool { count == 0 }
 
     /// Where the next datagram is written before `commit`.
@@ -95,7 +100,7 @@ public final class DatagramBatch {
 
     /// Fills the batch with what recvmmsg has waiting on `socket`; returns the count (0: nothing waiting).
     func receive(_ socket: FileDescriptor) -> Int {
-        let n = (try? socket.receiveDatagrams(into: buffers, slotSize: slotSize, count: Self.capacity, lengths: lengths,
+        let n = (try? socket.receiveDatagrams(into: buffers, slotSize: slotSize, count: capacity, lengths: lengths,
                                               addresses: addresses, segmentSizes: segmentSizes)) ?? 0
         count = max(0, n)
         return count

@@ -156,7 +156,7 @@ public final class LoopbackBind: Bind {
             batch.commitReceived(length: r.length, segmentSize: r.segments > 1 ? r.size : 0, from: r.source)
             run = nil
         }
-        (family == .ipv4 ? queue4 : queue6).take(upTo: DatagramBatch.capacity) { bytes, source in
+        (family == .ipv4 ? queue4 : queue6).take(upTo: batch.capacity) { bytes, source in
             if let r = run, r.source == source, bytes.count <= r.size, r.length % r.size == 0,
                r.length + bytes.count <= 65_000, r.segments < 64 {
                 let slot = batch.nextSlot
