@@ -100,7 +100,7 @@ let package = Package(
         // interpolations; one line per message on standard error) over a Clang module also named os
         // (COSLog's module map), which gives it the submodule `log` that `import os.log` names.
         .target(name: "COSLog"),
-        .target(name: "os", dependencies: ["COSLog", "LinuxSystem"]),
+        .target(name: "os", dependencies: ["COSLog", "LinuxSystem", "TunnelgateSettings"]),
         // Named secrets kept root-only (0600 files in a 0700 directory, read into secure memory): what
         // NEVPNProtocol.passwordReference/identityReference name. No Foundation: the CLI uses it too.
         .target(name: "TunnelgateSecrets", dependencies: ["LinuxSystem"]),

@@ -1,3 +1,5 @@
+import TunnelgateSettings
+
 /// OSLogPrivacy: how an interpolated value appears in the log, as on iOS without a debugger attached
 /// and without a profile that enables private data:
 ///
@@ -55,21 +57,6 @@ public struct OSLogPrivacy: Equatable, Sendable {
         hasher.combine(text)
         let value = UInt64(bitPattern: Int64(hasher.finalize()))
         let bytes = (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * $0)) }
-        return base64(bytes)
-    }
-
-    static func base64(_ bytes: [UInt8]) -> String {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
-        var out = ""
-        var i = 0
-        while i < bytes.count {
-            let b0 = bytes[i], b1 = i + 1 < bytes.count ? bytes[i + 1] : 0, b2 = i + 2 < bytes.count ? bytes[i + 2] : 0
-            out.append(alphabet[Int(b0 >> 2)])
-            out.append(alphabet[Int((b0 & 0x03) << 4 | b1 >> 4)])
-            out.append(i + 1 < bytes.count ? alphabet[Int((b1 & 0x0F) << 2 | b2 >> 6)] : "=")
-            out.append(i + 2 < bytes.count ? alphabet[Int(b2 & 0x3F)] : "=")
-            i += 3
-        }
-        return out
+        return Base64.encode(bytes)
     }
 }
