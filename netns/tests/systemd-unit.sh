@@ -276,6 +276,17 @@ check_rc "systemctl stop tunnelgate-netns@box" 0
 check_fails "the TUN box is gone from namespace box" in_ct ip -n box link show box
 check_eq "namespace box has only lo left" "lo" "$(in_ct ip -n box -o link show | awk -F': ' '{print $2}' | tr '\n' ' ' | sed 's/ $//')"
 
+# --- tunnelgate-on-demand@box: `tunnelgate on-demand` becomes the watcher under the unit's sandbox ---------
+tg_run in_ct systemctl start tunnelgate-on-demand@box
+check_rc "systemctl start tunnelgate-on-demand@box" 0
+od_runs() { [ "$(in_ct readlink "/proc/$(main_pid tunnelgate-on-demand@box)/exe")" = /usr/lib/tunnelgate/tunnelgate-on-demand ]; }
+wait_for "its MainPID runs /usr/lib/tunnelgate/tunnelgate-on-demand (exec'd by tunnelgate, same pid)" 10 od_runs
+check_eq "… and the unit is active" active "$(in_ct systemctl is-active tunnelgate-on-demand@box)"
+tg_run in_ct systemctl stop tunnelgate-on-demand@box
+check_rc "systemctl stop tunnelgate-on-demand@box" 0
+check_eq "… a clean stop (ExecStopPost's --clean ran too)" "inactive success" \
+  "$(in_ct systemctl is-active tunnelgate-on-demand@box) $(in_ct systemctl show -P Result tunnelgate-on-demand@box)"
+
 check_eq "no tunnelgate unit failed" "" "$(in_ct systemctl list-units --failed --no-legend 'tunnelgate*' 2>&1)"
 
 # --- The watchdog: WATCHDOG=1 from the event loop; a stopped engine is killed for its silence -----------
