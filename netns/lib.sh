@@ -971,9 +971,10 @@ tg_up_slowed() {
   shift 2
   ip netns exec "$ns" env "$@" strace -qq -o /dev/null -e trace=ioctl -e inject=ioctl:delay_enter=200000 \
     "$TG" up "$config" >>"$TG_TMP/up-slowed.out" 2>&1 &
-  tg_defer _tg_end_if_running $!
+  tg_defer tg_end_if_running $!
 }
-_tg_end_if_running() { kill "$1" 2>/dev/null; true; }
+# tg_end_if_running PID: for tg_defer, a background process ended if it still runs (quietly if it has not).
+tg_end_if_running() { kill "$1" 2>/dev/null; true; }
 
 # tg_leak_generated_rounds: how many rounds the background generator has finished.
 tg_leak_generated_rounds() {

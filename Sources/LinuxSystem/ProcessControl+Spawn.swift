@@ -43,11 +43,7 @@ extension ProcessControl {
         let rc = posix_spawn(&pid, executable.procPath, nil, nil, &argv, environ)
         guard rc == 0 else { throw SystemCallError("posix_spawn(\(arguments.first ?? ""))", Errno(rawValue: rc)) }
         while true {
-            do throws(SystemCallError) {
-                if let ended = try wait(for: pid) { return ended }
-            } catch where error.errno == .interrupted {
-                continue
-            }
+            if let ended = try wait(for: pid) { return ended }  // waitpid retries EINTR itself (syscall)
         }
     }
 

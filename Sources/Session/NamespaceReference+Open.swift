@@ -217,10 +217,6 @@ public final class NamespaceWatch {
 }
 
 extension JSONValue {
-    func member(_ key: String) -> JSONValue? {
-        guard case .object(let members) = self else { return nil }
-        return members.first(where: { $0.key == key })?.value
-    }
     var text: String? { if case .string(let s) = self { s } else { nil } }
     var integer: Int? { if case .number(let d, _) = self, d == d.rounded(), abs(d) < 1e15 { Int(d) } else { nil } }
 }

@@ -230,6 +230,13 @@ public struct JSONParser {
 
 extension JSONValue {
     /// `s` as a JSON string literal, quotes included (RFC 8259 escapes).
+    /// The value of member `key` of an object (the first, if the text named it twice); nil for a
+    /// missing key or a value that is not an object.
+    public func member(_ key: String) -> JSONValue? {
+        guard case .object(let members) = self else { return nil }
+        return members.first(where: { $0.key == key })?.value
+    }
+
     public static func quoted(_ s: String) -> String {
         var out = "\""
         for scalar in s.unicodeScalars {

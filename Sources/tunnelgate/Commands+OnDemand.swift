@@ -73,17 +73,11 @@ extension CommandLine {
         let bytes: [UInt8]?
         do throws(SystemCallError) { bytes = try FileSystem.read(path) } catch { return true }
         guard let bytes else { return false }
-        guard case .object(let top)? = try? JSONParser.parse(bytes),
-              case .array(let managers)? = top.first(where: { $0.key == "managers" })?.value else { return true }
+        guard let top = try? JSONParser.parse(bytes), case .array(let managers)? = top.member("managers") else { return true }
         return managers.contains { manager in
-            guard case .object(let m) = manager else { return false }
-            func member(_ object: [(key: String, value: JSONValue)], _ key: String) -> JSONValue? {
-                object.first(where: { $0.key == key })?.value
-            }
-            guard case .bool(true)? = member(m, "isOnDemandEnabled") else { return false }
-            var interface = "tg0"
-            if case .object(let p)? = member(m, "protocol"), case .string(let i)? = member(p, "interfaceName") { interface = i }
-            return interface == name
+            guard case .bool(true)? = manager.member("isOnDemandEnabled") else { return false }
+            if case .string(let interface)? = manager.member("protocol")?.member("interfaceName") { return interface == name }
+            return name == "tg0"  // the protocol's default interface name
         }
     }
 }

@@ -402,14 +402,14 @@ extension CommandLine {
         let path = gateway.state.controlPath(name)
         guard FileSystem.exists(path) else { throw Failure("tunnel \(name) is not running in this network namespace") }
         let answer = try ControlServer.request(path, "message " + Base64.encode(Array(data.utf8)))
-        guard let value = try? JSONParser.parse(Array(answer.utf8)), case .object(let members) = value else {
+        guard let value = try? JSONParser.parse(Array(answer.utf8)), case .object = value else {
             throw Failure("unreadable answer from tunnel \(name)")
         }
-        if case .string(let reply)? = members.first(where: { $0.key == "reply" })?.value, let bytes = Base64.decode(reply) {
+        if case .string(let reply)? = value.member("reply"), let bytes = Base64.decode(reply) {
             print(String(decoding: bytes, as: UTF8.self))
             return ExitCode.success
         }
-        if case .string(let error)? = members.first(where: { $0.key == "error" })?.value { throw Failure(error) }
+        if case .string(let error)? = value.member("error") { throw Failure(error) }
         throw Failure("unreadable answer from tunnel \(name)")
     }
 

@@ -110,8 +110,7 @@ tg_run ip netns exec "$NS_C" "$alone/tunnelgate" on-demand --clean
 check_eq "[executable] beside it, on-demand --clean runs it" "0 nothing to clean" "$TG_RC $TG_OUT"
 ip netns exec "$NS_C" "$alone/tunnelgate" on-demand >"$TG_TMP/watch.log" 2>&1 &
 watcher=$!
-end_if_running() { kill "$1" 2>/dev/null; }
-tg_defer end_if_running "$watcher"
+tg_defer tg_end_if_running "$watcher"
 runs_watcher() { [ "$(readlink "/proc/$watcher/exe")" == "$alone/tunnelgate-on-demand" ]; }
 wait_for "[executable] ... and the watcher is tunnelgate's own pid, now running tunnelgate-on-demand" 10 runs_watcher
 kill -TERM "$watcher"; rc=0; wait "$watcher" || rc=$?

@@ -152,7 +152,7 @@ public final class WireGuardDevice: @unchecked Sendable {
     /// receiving plane touches (64 would be 4 MB). Without merging the batch has 64 slots, of which the
     /// kernel touches only what each datagram fills.
     static let mergedReceiveSlots = 16
-    var received = DatagramBatch(slotSize: 65536)
+    var received = DatagramBatch(slotSize: 16, capacity: 1)  // sized in start, as the TUN batches are
     var outbound4 = DatagramBatch(slotSize: 1420 + 32)
     var outbound6 = DatagramBatch(slotSize: 1420 + 32)
     var tunReads = PacketBatch(capacity: 1, slotSize: 16, headroom: 0)
