@@ -1,6 +1,15 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// How the three binaries a tunnel runs on are linked (docs/performance.md, "resident memory"): with lld,
+// relative relocations packed (DT_RELR, glibc 2.36: a few KB where RELA's table was 0.7 MB, all of it read
+// at start), and no symbols of their own exported (the Swift driver passes -export-dynamic: 4,000-8,600
+// dynamic symbols whose tables every symbol lookup of the dynamic linker walks). Nothing loads into them
+// that could use those symbols: a runtime library is C and binds only its own dependencies.
+let tunnelLinking: [LinkerSetting] = [
+    .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"]),
+]
+
 let package = Package(
     name: "Tunnelgate",
     products: [
@@ -47,9 +56,10 @@ let package = Package(
         .target(name: "CInternetChecksum"),
         // The public C header of the runtime ABI (tunnelgate_runtime.h).
         .target(name: "CTunnelgateRuntime"),
-        // WireGuard's transport AEAD through OpenSSL's libcrypto (libssl-dev): its ChaCha20-Poly1305 is
-        // about twice libsodium 1.0.18's on this CPU (docs/performance.md).
-        .target(name: "CTransportAEAD", linkerSettings: [.linkedLibrary("crypto")]),
+        // WireGuard's transport AEAD on OpenSSL's ChaCha20 and Poly1305 (libssl-dev): about twice libsodium
+        // 1.0.18's on this CPU. Their objects are linked in from the static libcrypto (36 KB) rather than
+        // libcrypto.so mapped, whose loading costs every process 1.4-3.3 MB resident (docs/performance.md).
+        .target(name: "CTransportAEAD", linkerSettings: [.linkedLibrary(":libcrypto.a")]),
         // The example runtime: IP packets in UDP, sealed with XChaCha20-Poly1305 (libsodium).
         .target(name: "CExampleRuntime", dependencies: ["CTunnelgateRuntime", "CSodium"]),
         // The kernel macros, ioctls and glibc-only calls Swift cannot import.
@@ -89,13 +99,16 @@ let package = Package(
         .target(name: "Session", dependencies: ["Engine", "DNSConfig", "PlaneProtocol", "RuntimeABI", "TUN", "Netlink", "Nftables", "LinuxSystem", "TunnelgateSettings"]),
         // `tunnelgate metrics`: the Prometheus text-format endpoint over the published state (Engine's reports).
         .target(name: "Metrics", dependencies: ["Engine", "LinuxSystem", "TunnelgateSettings"]),
-        .executableTarget(name: "tunnelgate", dependencies: ["Session", "Engine", "Metrics", "Runtimes", "WireGuard", "TunnelgateSettings", "TunnelgateSecrets"]),
+        .executableTarget(name: "tunnelgate", dependencies: ["Session", "Engine", "Metrics", "Runtimes", "WireGuard", "TunnelgateSettings", "TunnelgateSecrets"],
+                          linkerSettings: tunnelLinking),
         // The packet plane's executable, which the engine starts into the plane's sandbox: the runtimes,
         // the TUN and the channel, and neither Foundation nor the engine's modules (docs/architecture.md).
-        .executableTarget(name: "tunnelgate-plane", dependencies: ["PacketPlane", "LinuxSystem"]),
+        .executableTarget(name: "tunnelgate-plane", dependencies: ["PacketPlane", "LinuxSystem"],
+                          linkerSettings: tunnelLinking),
         // The on-demand watcher, which `tunnelgate on-demand` becomes: it links NetworkExtension (and so
         // Foundation), which tunnelgate itself, the engine of every tunnel, therefore does not.
-        .executableTarget(name: "tunnelgate-on-demand", dependencies: ["NetworkExtension", "Session", "LinuxSystem"]),
+        .executableTarget(name: "tunnelgate-on-demand", dependencies: ["NetworkExtension", "Session", "LinuxSystem"],
+                          linkerSettings: tunnelLinking),
         // `import os` / `import os.log` on Linux: the Swift module os (Logger, OSLog, os_log, privacy
         // interpolations; one line per message on standard error) over a Clang module also named os
         // (COSLog's module map), which gives it the submodule `log` that `import os.log` names.

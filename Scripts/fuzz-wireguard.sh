@@ -6,7 +6,7 @@
 # LinuxSystem file Endpoint.swift needs (IPSocketAddress.swift) compiled as static libraries, with
 # `swiftc -sanitize=fuzzer,address` (the Swift toolchain ships libFuzzer). libsodium comes through
 # Sources/CSodium's module map, the transport AEAD through Sources/CTransportAEAD's (its C compiled with
-# the toolchain's clang, linked with libcrypto). The target checks invariants, not only "no crash"; see the comment at
+# the toolchain's clang, linked with the static libcrypto's ChaCha20 and Poly1305). The target checks invariants, not only "no crash"; see the comment at
 # the top of Fuzz/WireGuardFuzz.swift.
 #
 # The seed corpus is written by the target itself (WG_FUZZ_SEED_DIR: valid messages made by the protocol
@@ -54,7 +54,7 @@ echo "building $out/wireguard-fuzz (swiftc ${flags[*]})"
          -o "$out/obj/libLinuxSystem.a" "${system[@]}" &&
        clang -O2 -g -c Sources/CTransportAEAD/aead.c -I Sources/CTransportAEAD/include -o "$out/obj/aead.o" &&
        swiftc "${flags[@]}" -module-name WireGuard -I "$out/obj" -I Sources/CSodium -I Sources/CTransportAEAD/include \
-         -L "$out/obj" -lTunnelgateSettings -lLinuxSystem "$out/obj/aead.o" -lcrypto -o "$out/wireguard-fuzz" "${wireguard[@]}"
+         -L "$out/obj" -lTunnelgateSettings -lLinuxSystem "$out/obj/aead.o" -l:libcrypto.a -o "$out/wireguard-fuzz" "${wireguard[@]}"
      } > "$out/build.log" 2>&1
 fuzz_built $? WireGuard
 

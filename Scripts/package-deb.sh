@@ -4,6 +4,7 @@
 #   - the shared libraries the binaries link, by dpkg-shlibdeps (package names and minimum versions
 #     from Debian's shlibs and symbols files): libc6, libmnl0, libnftnl11, libsodium23, libsystemd0 …
 #   - the packages of the programs the maintainer scripts need (none today), by dpkg -S
+# and Built-Using: names the openssl source whose static libcrypto's ChaCha20 and Poly1305 are linked in.
 #   - nothing for programs tunnelgate runs: it starts only itself (/proc/self/exe, for --detach) and its
 #     packet plane (/usr/lib/tunnelgate/tunnelgate-plane, in the package), and
 #     talks to the kernel through libmnl/libnftnl, never through ip(8) or nft(8)
@@ -81,6 +82,13 @@ done
 depends="$shlib_depends"
 for p in "${tool_depends[@]}"; do depends+=", $p"; done
 
+# --- Built-Using --------------------------------------------------------------------------------------
+# Code linked in from another source package's static library (Debian policy 7.8): the transport AEAD's
+# ChaCha20 and Poly1305 from libssl-dev's libcrypto.a (Sources/CTransportAEAD). A security update of
+# openssl reaches them only through a rebuild of this package, which this field lets the archive find.
+built_using=$(dpkg-query -W -f='${source:Package} (= ${source:Version})' libssl-dev 2>/dev/null) ||
+  { echo "Error: libssl-dev is not installed (dpkg-query), so the openssl linked in is unknown" >&2; exit 1; }
+
 # --- Control ------------------------------------------------------------------------------------------
 maintainer="${DEBFULLNAME:-$(git config user.name 2>/dev/null || echo Tunnelgate maintainers)} <${DEBEMAIL:-$(git config user.email 2>/dev/null || echo root@localhost)}>"
 cat >"$tree/DEBIAN/control" <<EOF
@@ -90,6 +98,7 @@ Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $(du -sk --exclude=DEBIAN "$tree" | cut -f1)
 Depends: $depends
+Built-Using: $built_using
 Section: net
 Priority: optional
 Description: NetworkExtension's packet-tunnel settings applied on Linux

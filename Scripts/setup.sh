@@ -10,7 +10,7 @@ packages=(
   libnftnl-dev    # nftables objects over libnftnl
   libseccomp-dev  # the packet plane's seccomp allow-list (CPlaneSeccomp)
   libsodium-dev   # X25519 and the handshake's AEADs for the built-in WireGuard; the example runtime's AEAD
-  libssl-dev      # OpenSSL 3: the built-in WireGuard's transport ChaCha20-Poly1305 (CTransportAEAD); TLS of a
+  libssl-dev      # OpenSSL 3: ChaCha20 and Poly1305 of libcrypto.a, linked into the transport AEAD (CTransportAEAD); TLS of a
                   # NetworkExtension provider's createTCPConnection (COpenSSL, CTunnelgateTLS)
   ca-certificates # the system trust store (/etc/ssl/certs) those connections verify servers against
   openssl         # openssl(1): the provider-connection scenario makes its CA and runs its TLS server with it

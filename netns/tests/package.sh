@@ -88,6 +88,15 @@ for lib in libc6 libmnl0 libnftnl11 libsodium23 libsystemd0 libseccomp2; do
   check_match "Depends: names $lib" "(^|, )$lib( |,|$)" "$depends"
 done
 check_no_match "Depends: names no Swift toolchain or runtime package" 'swift' "$depends"
+# The transport AEAD's ChaCha20 and Poly1305 are linked in from libssl-dev's libcrypto.a: Built-Using names
+# the very openssl source version built against (so a rebuild after its security update can be found),
+# and neither binary a tunnel runs on loads libcrypto.so.
+check_eq "Built-Using: names the openssl source linked in" \
+  "$(dpkg-query -W -f='${source:Package} (= ${source:Version})' libssl-dev)" "$(dpkg-deb -f "$deb" Built-Using)"
+for bin in tunnelgate tunnelgate-plane; do
+  check_no_match "$bin NEEDs no libcrypto.so (its AEAD's primitives are linked in)" 'libcrypto' \
+    "$(objdump -p "$TG_ROOT/.build/install/$bin" | awk '$1 == "NEEDED" {print $2}')"
+done
 # ip(8) and nft(8) are not dependencies because nothing in the binaries runs them: the programs the linked
 # modules start are tunnelgate itself (/proc/self/exe: `up --detach`, `exec`'s command entering its
 # namespace through `exec-enter`, the detached `tunnelgate wireguard`), its packet plane (tunnelgate-plane,

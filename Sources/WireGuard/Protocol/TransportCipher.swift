@@ -1,12 +1,11 @@
 import CTransportAEAD
 
-/// One session's transport AEAD contexts (ChaCha20-Poly1305 through libcrypto, CTransportAEAD): one
+/// One session's transport AEAD contexts (ChaCha20-Poly1305 on libcrypto's primitives, CTransportAEAD): one
 /// for sealing under T_send, one for opening under T_recv, made once per handshake so that the packet
 /// path only sets each message's nonce.
 ///
-/// The contexts hold libcrypto's copy of the two keys for the session's life, in its heap (as the
-/// kernel's and wireguard-go's sessions hold theirs); `wipe()` frees them, and libcrypto cleanses the
-/// key first. The plane that runs the device is not dumpable and its memory unreadable to others.
+/// The contexts hold one copy of each key for the session's life, in the heap (as the kernel's and
+/// wireguard-go's sessions hold theirs); `wipe()` frees them, each key cleansed first. The plane that runs the device is not dumpable and its memory unreadable to others.
 /// Shared by the copies of a `Keypair` (a reference): wiping one wipes the session for all of them.
 ///
 /// A context is used by one thread at a time, so each direction has one per lane: lane 0 is the device
@@ -18,8 +17,8 @@ public final class TransportCipher: @unchecked Sendable {
     private var sealing: (OpaquePointer?, OpaquePointer?)
     private var opening: (OpaquePointer?, OpaquePointer?)
 
-    /// Contexts for `sendKey` and `receiveKey`; a cipher that seals and opens nothing if libcrypto
-    /// refused any (never seen: it only fails without memory).
+    /// Contexts for `sendKey` and `receiveKey`; a cipher that seals and opens nothing if any could not
+    /// be made (only without memory).
     init(sendKey: SessionKey, receiveKey: SessionKey) {
         sealing = sendKey.withKeyPointer { (tg_transport_aead_new($0, 1), tg_transport_aead_new($0, 1)) }
         opening = receiveKey.withKeyPointer { (tg_transport_aead_new($0, 0), tg_transport_aead_new($0, 0)) }
@@ -34,7 +33,7 @@ public final class TransportCipher: @unchecked Sendable {
     /// Whether the contexts are gone (wiped, or never made).
     public var isWiped: Bool { sealing.0 == nil }
 
-    /// Frees every context (libcrypto cleanses the keys); later seals and opens fail.
+    /// Frees every context (each key cleansed first); later seals and opens fail.
     public func wipe() {
         tg_transport_aead_free(sealing.0)
         tg_transport_aead_free(sealing.1)
