@@ -6,9 +6,21 @@ import PackageDescription
 // at start), and no symbols of their own exported (the Swift driver passes -export-dynamic: 4,000-8,600
 // dynamic symbols whose tables every symbol lookup of the dynamic linker walks). Nothing loads into them
 // that could use those symbols: a runtime library is C and binds only its own dependencies.
-let tunnelLinking: [LinkerSetting] = [
-    .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"]),
-]
+//
+// The engine and the plane also lay their functions out in the order packaging/text-order/NAME.order
+// lists them: the code a tunnel runs (up, handshakes, traffic both ways, status, down), as
+// Scripts/text-order.sh measured it, first and together. The kernel maps executable pages 64 KB around
+// each page touched, so that code scattered among code that never runs cost its neighbours' pages too.
+// It takes effect where functions have sections of their own (Scripts/release-flags.sh, as installed).
+// SwiftPM does not see the file as an input: a changed order needs the binary removed to be relinked.
+func tunnelLinking(order product: String? = nil) -> [LinkerSetting] {
+    var flags = ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"]
+    if let product {
+        flags += ["-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/packaging/text-order/\(product).order",
+                  "-Xlinker", "--no-warn-symbol-ordering"]
+    }
+    return [.unsafeFlags(flags)]
+}
 
 let package = Package(
     name: "Tunnelgate",
@@ -100,15 +112,15 @@ let package = Package(
         // `tunnelgate metrics`: the Prometheus text-format endpoint over the published state (Engine's reports).
         .target(name: "Metrics", dependencies: ["Engine", "LinuxSystem", "TunnelgateSettings"]),
         .executableTarget(name: "tunnelgate", dependencies: ["Session", "Engine", "Metrics", "Runtimes", "WireGuard", "TunnelgateSettings", "TunnelgateSecrets"],
-                          linkerSettings: tunnelLinking),
+                          linkerSettings: tunnelLinking(order: "tunnelgate")),
         // The packet plane's executable, which the engine starts into the plane's sandbox: the runtimes,
         // the TUN and the channel, and neither Foundation nor the engine's modules (docs/architecture.md).
         .executableTarget(name: "tunnelgate-plane", dependencies: ["PacketPlane", "LinuxSystem"],
-                          linkerSettings: tunnelLinking),
+                          linkerSettings: tunnelLinking(order: "tunnelgate-plane")),
         // The on-demand watcher, which `tunnelgate on-demand` becomes: it links NetworkExtension (and so
         // Foundation), which tunnelgate itself, the engine of every tunnel, therefore does not.
         .executableTarget(name: "tunnelgate-on-demand", dependencies: ["NetworkExtension", "Session", "LinuxSystem"],
-                          linkerSettings: tunnelLinking),
+                          linkerSettings: tunnelLinking()),
         // `import os` / `import os.log` on Linux: the Swift module os (Logger, OSLog, os_log, privacy
         // interpolations; one line per message on standard error) over a Clang module also named os
         // (COSLog's module map), which gives it the submodule `log` that `import os.log` names.

@@ -68,10 +68,12 @@ bash Scripts/setup.sh
 # what a user runs, and what its resident memory is.
 # The tree as it is built (a change made to it while the rounds run is not in the binary measured).
 built_from="$(git rev-parse --short=12 HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- Sources Package.swift 2>/dev/null || echo ' + uncommitted changes')"
+# shellcheck source=Scripts/release-flags.sh
+. Scripts/release-flags.sh
 for product in tunnelgate tunnelgate-plane; do
-  swift build -c release --static-swift-stdlib --disable-local-rpath --product "$product" >/dev/null
+  swift build "${tg_release_flags[@]}" --product "$product" >/dev/null
 done
-TG=$(pwd)/.build/release/tunnelgate
+TG=$(swift build "${tg_release_flags[@]}" --show-bin-path)/tunnelgate
 
 modes=(veth wggo-new wggo-deb tg-tg "tg>wggo" "wggo>tg")
 declare -A impl_a=([veth]=none [wggo-new]=new [wggo-deb]=deb [tg-tg]=tg ["tg>wggo"]=tg ["wggo>tg"]=new)

@@ -104,9 +104,9 @@ fi
 # --- Build --------------------------------------------------------------------------------------------
 if ! command -v swift >/dev/null && [ -x /opt/swift/usr/bin/swift ]; then PATH=/opt/swift/usr/bin:$PATH; fi
 command -v swift >/dev/null || { echo "Error: swift is not on PATH (the Swift toolchain, e.g. /opt/swift/usr/bin)" >&2; exit 1; }
-# The Swift standard library and runtime (and, in tunnelgate-on-demand, Foundation) linked in
-# statically (docs/packaging.md): the binaries need only Debian's libraries. No $ORIGIN run path.
-swift_flags=(-c release --static-swift-stdlib --disable-local-rpath)
+# shellcheck source=Scripts/release-flags.sh
+. "$root/Scripts/release-flags.sh"
+swift_flags=("${tg_release_flags[@]}")
 stage=$root/.build/install
 mkdir -p "$stage/systemd" "$stage/man"
 for product in tunnelgate tunnelgate-plane tunnelgate-on-demand; do

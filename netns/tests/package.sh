@@ -97,6 +97,24 @@ for bin in tunnelgate tunnelgate-plane; do
   check_no_match "$bin NEEDs no libcrypto.so (its AEAD's primitives are linked in)" 'libcrypto' \
     "$(objdump -p "$TG_ROOT/.build/install/$bin" | awk '$1 == "NEEDED" {print $2}')"
 done
+# The engine and the plane as installed lay out their functions in packaging/text-order's order (functions
+# in sections of their own, Scripts/release-flags.sh; lld's ordering file, Package.swift): of the listed
+# names the binary defines once, consecutive ones lie at increasing addresses. A binary linked in any
+# other order has about half of them so; this one must have nearly all.
+for bin in tunnelgate tunnelgate-plane; do
+  in_order=$(nm --defined-only "$TG_ROOT/.build/install/$bin" | python3 -c '
+import sys
+order = [line.strip() for line in open(sys.argv[1]) if line.strip()]
+seen = {}
+for line in sys.stdin:
+    fields = line.split()
+    if len(fields) == 3 and fields[1] in "tTwW": seen.setdefault(fields[2], []).append(int(fields[0], 16))
+addresses = [seen[name][0] for name in order if len(seen.get(name, ())) == 1]
+pairs = sum(1 for a, b in zip(addresses, addresses[1:]) if b > a)
+print(f"{pairs * 100 // max(1, len(addresses) - 1)} {len(addresses)}")' "$TG_ROOT/packaging/text-order/$bin.order")
+  check_match "$bin: its listed functions lie in the order file's order (percent of pairs in order, names: $in_order)" \
+    '^(9[5-9]|100) [0-9]{4,}$' "$in_order"
+done
 # ip(8) and nft(8) are not dependencies because nothing in the binaries runs them: the programs the linked
 # modules start are tunnelgate itself (/proc/self/exe: `up --detach`, `exec`'s command entering its
 # namespace through `exec-enter`, the detached `tunnelgate wireguard`), its packet plane (tunnelgate-plane,
