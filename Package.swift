@@ -11,13 +11,15 @@ import PackageDescription
 // lists them: the code a tunnel runs (up, handshakes, traffic both ways, status, down), as
 // Scripts/text-order.sh measured it, first and together. The kernel maps executable pages 64 KB around
 // each page touched, so that code scattered among code that never runs cost its neighbours' pages too.
-// It takes effect where functions have sections of their own (Scripts/release-flags.sh, as installed).
+// It takes effect where functions have sections of their own (Scripts/release-flags.sh, as installed);
+// text.ld puts first the helpers Swift emits with no symbol, which no ordering file can name.
 // SwiftPM does not see the file as an input: a changed order needs the binary removed to be relinked.
 func tunnelLinking(order product: String? = nil) -> [LinkerSetting] {
     var flags = ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"]
     if let product {
         flags += ["-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/packaging/text-order/\(product).order",
-                  "-Xlinker", "--no-warn-symbol-ordering"]
+                  "-Xlinker", "--no-warn-symbol-ordering",
+                  "-Xlinker", "-T", "-Xlinker", "\(Context.packageDirectory)/packaging/text-order/text.ld"]
     }
     return [.unsafeFlags(flags)]
 }

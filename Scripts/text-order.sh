@@ -43,6 +43,7 @@ read_ahead=/sys/dev/block/$dev/queue/read_ahead_kb
 saved_read_ahead=$(cat "$read_ahead")
 restore() {
   echo "$saved_read_ahead" >"$read_ahead"
+  [ -f "$work/text.ld.before" ] && cp "$work/text.ld.before" packaging/text-order/text.ld
   for s in a b; do
     [ -x "$work/run/tunnelgate" ] && ip netns exec "tgto-$$-$s" "$work/run/tunnelgate" down "tgto$$$s" >/dev/null 2>&1 || true
   done
@@ -134,21 +135,24 @@ for product in "${products[@]}"; do
   [ -f "packaging/text-order/$product.order" ] && cp "packaging/text-order/$product.order" "$work/$product.order.before"
   : >"packaging/text-order/$product.order"      # measured in a layout that follows no order
 done
-# Every input section of .text on pages of its own, in the order the linker would otherwise use.
-cat >"$work/pages.ld" <<'LD'
+# Every input section of .text on pages of its own: for these links text.ld (which Package.swift gives
+# the linker) says so instead, and is put back after them.
+cp packaging/text-order/text.ld "$work/text.ld.before"
+cat >packaging/text-order/text.ld <<'LD'
 SECTIONS {
-  .text : SUBALIGN(4096) { *(.text.unlikely .text.unlikely.*) *(.text.startup .text.startup.*) *(.text.hot .text.hot.*) *(.text .text.*) }
+  .text : SUBALIGN(4096) { *(.text..L*) *(.text .text.*) }
 } INSERT AFTER .init;
 LD
 mkdir -p "$work/profile"
 for product in "${products[@]}"; do
   rm -f "$bin/$product"
-  swift build "${scratch[@]}" "${tg_release_flags[@]}" -Xlinker -T -Xlinker "$work/pages.ld" \
+  swift build "${scratch[@]}" "${tg_release_flags[@]}" \
     -Xlinker "-Map=$work/profile/$product.map" -Xlinker --no-demangle --product "$product" >"$work/build.log" 2>&1 ||
     { cat "$work/build.log" >&2; echo "Error: swift build of $product (a section a page) failed" >&2; exit 1; }
   cp "$bin/$product" "$work/profile/$product"
   rm -f "$bin/$product"
 done
+cp "$work/text.ld.before" packaging/text-order/text.ld
 for run in $(seq "$runs"); do
   mkdir -p "$work/run"
   for product in "${products[@]}"; do
